@@ -1,0 +1,1 @@
+"""batchscale pipeline components: what each DAG step does."""

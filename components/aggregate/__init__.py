@@ -1,0 +1,1 @@
+"""Aggregation: steps to result per batch size, plots and the study report."""

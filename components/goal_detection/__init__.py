@@ -1,0 +1,1 @@
+"""Goal detection: the first evaluated step at which a trial beats each goal."""

@@ -1,0 +1,26 @@
+"""KFP wrapper of detect_study_goals (runs after the trial fan-in)."""
+
+from typing import List
+
+from kfp import dsl
+from kfp.dsl import Dataset, Output
+
+from components.images import LIGHT_IMAGE
+
+
+@dsl.component(base_image=LIGHT_IMAGE, install_kfp_package=False)
+def detect_goals(study_spec: dict, store_root: str, statuses: List[str],
+                 goal_steps: Output[Dataset]) -> str:
+    """First step reaching each goal, per trial and split; returns its store location."""
+    from components.goal_detection.detect import GOAL_STEPS_FILE, detect_study_goals
+    from components.spec import resolve_spec
+    from components.store import StudyStore
+
+    spec = resolve_spec(study_spec, store_root)
+    store = StudyStore(spec.store)
+    table = detect_study_goals(spec, store)
+    table.to_csv(goal_steps.path, index=False)
+    counts = {s: statuses.count(s) for s in sorted(set(statuses))}
+    print(f"goals detected for {table['trial_id'].count() // max(len(spec.goals) * 2, 1)} "
+          f"trial rows; this run's statuses: {counts}")
+    return store.url(f"{spec.name}/{GOAL_STEPS_FILE}")

@@ -1,0 +1,1 @@
+"""Quasi-random metaparameter search (make_trials step)."""

@@ -1,0 +1,1 @@
+"""Study specs shipped with the package (the embedded default lives here)."""

@@ -1,0 +1,1 @@
+"""Train one trial: model, optimizer, schedule and the training loop."""

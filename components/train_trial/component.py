@@ -1,0 +1,16 @@
+"""KFP wrapper of run_trial: one ParallelFor iteration trains one trial."""
+
+from kfp import dsl
+
+from components.images import TRAINER_IMAGE
+
+
+@dsl.component(base_image=TRAINER_IMAGE, install_kfp_package=False)
+def train_trial(study_spec: dict, trial: dict, store_root: str) -> str:
+    """Train (or re-use) one trial; returns its status. Divergence is a status, not an error."""
+    from components.spec import TrialSpec, resolve_spec
+    from components.store import StudyStore
+    from components.train_trial.trainer import run_trial
+
+    spec = resolve_spec(study_spec, store_root)
+    return run_trial(spec, TrialSpec.from_dict(trial), StudyStore(spec.store))["status"]

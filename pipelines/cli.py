@@ -1,0 +1,232 @@
+"""The ``batchscale`` command: run a study locally, compile the pipeline, read reports.
+
+  batchscale run --local [SPEC]     the pipeline through kfp.local, with a progress line
+  batchscale compile [SPEC]         the pipeline YAML for Kubeflow Pipelines
+  batchscale report STORE/STUDY     the steps-to-result table, and the report rewritten
+  batchscale validate [SPEC]        check a spec (and its flags) without running anything
+
+SPEC is a YAML file; without it the embedded default study (quickstart) is used. Flags
+override fields of the spec. A bad spec exits with status 2 and one line naming the
+field; nothing is written to the store before the spec is valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from components.spec import SpecError, StudySpec, load_spec_dict
+
+POLL_SECONDS = 3.0
+
+
+def _spec_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", nargs="?", help="study spec YAML (default: the embedded quickstart)")
+    group = parser.add_argument_group("spec overrides")
+    group.add_argument("--name", help="study name (a folder under the store root)")
+    group.add_argument("--store", help="store root: a local folder or gs://bucket/prefix")
+    group.add_argument("--dataset")
+    group.add_argument("--model")
+    group.add_argument("--optimizer")
+    group.add_argument("--batch-sizes", help="comma-separated, e.g. 8,16,32")
+    group.add_argument("--trials", type=int, help="trials per batch size")
+    group.add_argument("--max-steps", type=int, help="one step budget for every batch size")
+    group.add_argument("--goal", action="append", metavar="METRIC=VALUE",
+                       help="goal to minimize (repeatable), e.g. classification_error=0.05")
+    group.add_argument("--seed", type=int)
+    group.add_argument("--backend", help="jax or tensorflow")
+    group.add_argument("--parallelism", type=int, help="trials trained at once")
+
+
+def build_spec(args: argparse.Namespace) -> StudySpec:
+    """The validated spec from the file (or default) with command-line overrides."""
+    raw = load_spec_dict(args.spec)
+    for key in ("name", "store", "seed", "backend", "parallelism"):
+        if getattr(args, key) is not None:
+            raw[key] = getattr(args, key)
+    workload = dict(raw.get("workload") or {})
+    for key in ("dataset", "model", "optimizer"):
+        if getattr(args, key) is not None:
+            workload[key] = getattr(args, key)
+    raw["workload"] = workload
+    if args.batch_sizes:
+        try:
+            raw["batch_sizes"] = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+        except ValueError:
+            raise SpecError(f"batch_sizes: {args.batch_sizes!r} must be comma-separated integers") from None
+        if isinstance(raw.get("max_steps"), dict) and args.max_steps is None:
+            known = {int(k): v for k, v in raw["max_steps"].items()}
+            raw["max_steps"] = {b: known.get(b, max(known.values())) for b in raw["batch_sizes"]}
+    if args.trials is not None:
+        raw["trials_per_batch_size"] = args.trials
+    if args.max_steps is not None:
+        raw["max_steps"] = args.max_steps
+    if args.goal:
+        raw["goals"] = [_parse_goal(g) for g in args.goal]
+    return StudySpec.from_dict(raw)
+
+
+def _parse_goal(text: str) -> dict:
+    metric, _, value = text.partition("=")
+    try:
+        return {"metric": metric.strip(), "value": float(value)}
+    except ValueError:
+        raise SpecError(f"goals: {text!r} must look like METRIC=VALUE, e.g. classification_error=0.05") from None
+
+
+def _absolute_store(spec: StudySpec) -> StudySpec:
+    if spec.store.startswith("gs://"):
+        return spec
+    raw = spec.to_dict()
+    raw["store"] = os.path.abspath(os.path.expanduser(spec.store))
+    return StudySpec.from_dict(raw)
+
+
+# ---- commands -------------------------------------------------------------------------
+def cmd_run(args) -> int:
+    if not args.local:
+        raise SpecError("run: only --local runs are available here; use `batchscale compile` "
+                        "and upload the YAML to Kubeflow Pipelines to run on a cluster")
+    from components.store import StudyStore
+    from pipelines.progress import study_progress
+
+    spec = _absolute_store(build_spec(args))
+    store = StudyStore(spec.store)
+    store.check_compatible(spec)  # refuse before anything is written
+    work = os.path.abspath(args.work_dir)
+    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path = os.path.join(work, "logs", f"{spec.name}-{stamp}.log")
+    spec_path = os.path.join(work, f"{spec.name}-{stamp}.spec.json")
+    with open(spec_path, "w") as fh:
+        json.dump(spec.to_dict(), fh)
+
+    total = len(spec.batch_sizes) * spec.trials_per_batch_size
+    print(f"study {spec.name}: {spec.workload.dataset}/{spec.workload.model}/"
+          f"{spec.workload.optimizer}, {total} trials, store {store.url()}")
+    print(f"kfp task logs: {log_path}")
+    started = time.time()
+    with open(log_path, "w") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.local_run", spec_path, os.path.join(work, "kfp-outputs")],
+            stdout=log, stderr=subprocess.STDOUT, cwd=work,
+        )
+        last = ""
+        while child.poll() is None:
+            time.sleep(POLL_SECONDS)
+            try:
+                line = study_progress(spec, store).line()
+            except Exception:  # the store may be mid-write; try again next poll
+                continue
+            if line != last:
+                print(f"[{time.time() - started:6.0f}s] {line}", flush=True)
+                last = line
+    elapsed = time.time() - started
+    if child.returncode != 0:
+        tail = open(log_path).read().splitlines()[-15:]
+        print("\n".join(tail), file=sys.stderr)
+        print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s; "
+              f"full log: {log_path}", file=sys.stderr)
+        return 1
+    print(f"[{elapsed:6.0f}s] {study_progress(spec, store).line()}")
+    return _print_report(spec, store, rebuild=False, elapsed=elapsed)
+
+
+def _print_report(spec, store, rebuild: bool, elapsed: float | None = None) -> int:
+    import pandas as pd
+
+    from components.aggregate.report import build_report, format_table
+    from components.aggregate.steps import scaling_factor
+
+    path = f"{spec.name}/report/steps_to_result.csv"
+    if rebuild or not store.fs.exists(path):
+        summary = build_report(spec, store)["summary"]
+    else:
+        import io
+
+        table = pd.read_csv(io.StringIO(store.fs.read_text(path)))
+        summary = table[table["split"] == "val"]
+    print(format_table(summary))
+    for goal in summary["goal"].unique():
+        factor = scaling_factor(summary, goal)
+        if factor:
+            print(f"{goal}: steps to result fall {factor:.1f}x from the smallest to the largest "
+                  "batch size that reached it")
+    if elapsed is not None:
+        print(f"wall time {elapsed:.0f}s")
+    print(f"report: {store.url(f'{spec.name}/report/report.html')}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from components.store import StudyStore
+
+    location = args.study.rstrip("/")
+    root, _, study = location.rpartition("/")
+    if not study or not root or root == "gs:/":
+        raise SpecError(f"study: {args.study!r} must be STORE/STUDY, e.g. ./batchscale-store/quickstart")
+    store = StudyStore(root)
+    spec = store.read_spec(study)
+    if spec.store != root:
+        spec = StudySpec.from_dict({**spec.to_dict(), "store": root})
+    return _print_report(spec, store, rebuild=True)
+
+
+def cmd_compile(args) -> int:
+    from pipelines.study import compile_pipeline
+
+    spec = build_spec(args)
+    if args.pipeline_store and not args.pipeline_store.startswith("gs://"):
+        raise SpecError("--pipeline-store: a cluster run needs a gs://bucket/prefix store")
+    compile_pipeline(spec, args.output, store_root=args.pipeline_store or "", preset=args.preset)
+    print(f"wrote {args.output} (study {spec.name}, parallelism {spec.parallelism}, preset {args.preset})")
+    if not (args.pipeline_store or spec.store.startswith("gs://")):
+        print("note: the default store is a local folder; pass --pipeline-store gs://BUCKET/PREFIX "
+              "or set store_root when starting the run on a cluster", file=sys.stderr)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    spec = build_spec(args)
+    print(json.dumps(spec.to_dict(), indent=2))
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="batchscale", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a study (locally through kfp.local)")
+    _spec_args(run)
+    run.add_argument("--local", action="store_true", help="run on this machine with kfp.local")
+    run.add_argument("--work-dir", default=".batchscale", help="kfp outputs and logs (default: .batchscale)")
+    run.set_defaults(func=cmd_run)
+    comp = sub.add_parser("compile", help="write the pipeline YAML")
+    _spec_args(comp)
+    comp.add_argument("--output", "-o", default="batchscale-study.yaml")
+    comp.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
+    comp.add_argument("--preset", default="cpu", help="trainer placement preset (default: cpu)")
+    comp.set_defaults(func=cmd_compile)
+    rep = sub.add_parser("report", help="print a study's table and rewrite its report")
+    rep.add_argument("study", help="STORE/STUDY, e.g. ./batchscale-store/quickstart or gs://b/p/study")
+    rep.set_defaults(func=cmd_report)
+    val = sub.add_parser("validate", help="check a spec and print it resolved")
+    _spec_args(val)
+    val.set_defaults(func=cmd_validate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (SpecError, FileNotFoundError, ValueError) as err:
+        print(f"batchscale: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

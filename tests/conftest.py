@@ -1,0 +1,74 @@
+"""Shared pytest fixtures for batchscale."""
+
+from __future__ import annotations
+
+import uuid
+from http import HTTPStatus
+
+import pytest
+
+GCS_TEST_BUCKET = "batchscale-test"
+
+
+def _patch_generation_preconditions(mp: pytest.MonkeyPatch) -> None:
+    """Make gcp-storage-emulator honour ``ifGenerationMatch`` on object uploads.
+
+    The emulator silently ignores upload preconditions (it overwrites where real GCS
+    answers 412), so create-only writes could not be tested against it otherwise.
+    """
+    from gcp_storage_emulator import server
+    from gcp_storage_emulator.exceptions import NotFound
+    from gcp_storage_emulator.handlers import objects
+
+    original = objects.insert
+
+    def insert(request, response, storage, *args, **kwargs):
+        want = (request.query.get("ifGenerationMatch") or [None])[0]
+        if want is not None:
+            name = (request.query.get("name") or [None])[0]
+            if name is None and isinstance(request.data, dict):  # multipart / resumable
+                name = (request.data.get("meta") or request.data).get("name")
+            try:
+                have = storage.get_file_obj(request.params["bucket_name"], name)["generation"]
+            except NotFound:
+                have = "0"
+            if str(have) != want:
+                response.status = HTTPStatus.PRECONDITION_FAILED
+                response.json({"error": {"code": 412, "message": "conditionNotMet"}})
+                return None
+        return original(request, response, storage, *args, **kwargs)
+
+    mp.setattr(objects, "insert", insert)
+    for _regex, handlers in server.HANDLERS:
+        for method, handler in list(handlers.items()):
+            if handler is original:
+                mp.setitem(handlers, method, insert)
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator():
+    """In-process GCS emulator (in-memory) with bucket "batchscale-test", for the session.
+
+    STORAGE_EMULATOR_HOST points at it while the session runs and is restored after.
+    """
+    from gcp_storage_emulator.server import create_server
+
+    with pytest.MonkeyPatch.context() as mp:
+        _patch_generation_preconditions(mp)
+        # Port 0: the OS picks a free port at bind time, so there is no port race.
+        server = create_server("127.0.0.1", 0, in_memory=True, default_bucket=GCS_TEST_BUCKET)
+        server.start()
+        try:
+            port = server._api._httpd.server_address[1]
+            host = f"http://127.0.0.1:{port}"
+            mp.setenv("STORAGE_EMULATOR_HOST", host)
+            yield {"host": host, "bucket": GCS_TEST_BUCKET}
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def gcs_root(gcs_emulator, monkeypatch):
+    """A fresh, empty ``gs://batchscale-test/<uuid>`` root on the emulator."""
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator["host"])
+    return f"gs://{gcs_emulator['bucket']}/{uuid.uuid4().hex}"

@@ -1,0 +1,287 @@
+"""Behaviour of components.storage, run identically on a local folder and on GCS.
+
+The GCS side uses the real google-cloud-storage client against an in-process
+gcp-storage-emulator (see tests/conftest.py); nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.storage import GCSStorage, LocalStorage, Storage, open_root
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# One small tree used by the listing tests. "ab/" is a sibling whose name shares a
+# prefix with "a/", which a naive GCS prefix listing would wrongly include.
+TREE = {
+    "top.json": b"0",
+    "a/x.json": b"1",
+    "a/b/y.json": b"2",
+    "a/c/d/z.json": b"3",
+    "ab/w.json": b"4",
+}
+
+BAD_FILE_PATHS = [
+    "",
+    "/etc/passwd",
+    "..",
+    "../x.json",
+    "a/../../x.json",
+    "a/..",
+    "a/./b.json",
+    "a//b.json",
+    "a/",
+    "a\\..\\b.json",
+]
+BAD_DIR_PATHS = ["/", "/etc", "..", "../x", "a/../..", "a/../b", "a//b"]
+
+
+@pytest.fixture(params=["local", "gcs"])
+def store(request, tmp_path) -> Storage:
+    """The same empty store on each backend; the emulator starts only for "gcs"."""
+    if request.param == "local":
+        return open_root(str(tmp_path / "root"))
+    return open_root(request.getfixturevalue("gcs_root"))
+
+
+def _populate(store: Storage) -> None:
+    for path, data in TREE.items():
+        store.write_bytes(path, data)
+
+
+def test_round_trip_bytes(store):
+    data = bytes(range(256)) * 3
+    store.write_bytes("studies/s1/blob.bin", data)
+    assert store.read_bytes("studies/s1/blob.bin") == data
+
+
+def test_round_trip_text(store):
+    text = '{"name": "héllo wörld ✓"}\nsecond line\n'
+    store.write_text("s/config.json", text)
+    assert store.read_text("s/config.json") == text
+    assert store.read_bytes("s/config.json") == text.encode("utf-8")
+
+
+def test_empty_file_round_trip(store):
+    store.write_bytes("empty", b"")
+    assert store.exists("empty")
+    assert store.read_bytes("empty") == b""
+
+
+def test_exists(store):
+    assert not store.exists("a/x.json")
+    store.write_bytes("a/x.json", b"1")
+    assert store.exists("a/x.json")
+    assert not store.exists("a")  # a directory is not a file
+    assert not store.exists("a/other.json")
+
+
+def test_missing_file_raises_file_not_found(store, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        store.read_bytes("nope/missing.json")
+    with pytest.raises(FileNotFoundError):
+        store.read_text("missing.txt")
+    dest = tmp_path / "dl" / "missing.json"
+    with pytest.raises(FileNotFoundError):
+        store.download_to("missing.json", str(dest))
+    assert not dest.exists()
+    assert not (tmp_path / "dl").exists() or not any((tmp_path / "dl").iterdir())
+
+
+def test_write_bytes_overwrites(store):
+    store.write_bytes("f.json", b"old content that is longer")
+    store.write_bytes("f.json", b"new")
+    assert store.read_bytes("f.json") == b"new"
+    store.write_text("f.json", "text")
+    assert store.read_text("f.json") == "text"
+
+
+def test_write_if_absent_does_not_overwrite(store):
+    assert store.write_if_absent("claims/job-1", b"first") is True
+    assert store.write_if_absent("claims/job-1", b"second") is False
+    assert store.read_bytes("claims/job-1") == b"first"
+    # An unrelated path is still writable, and plain writes still overwrite.
+    assert store.write_if_absent("claims/job-2", b"x") is True
+    store.write_bytes("claims/job-1", b"forced")
+    assert store.read_bytes("claims/job-1") == b"forced"
+
+
+def test_write_if_absent_after_write_bytes(store):
+    store.write_bytes("done.json", b"{}")
+    assert store.write_if_absent("done.json", b"other") is False
+    assert store.read_bytes("done.json") == b"{}"
+
+
+def test_list_dirs(store):
+    _populate(store)
+    assert store.list_dirs("") == ["a", "ab"]
+    assert store.list_dirs(".") == ["a", "ab"]
+    assert store.list_dirs("a") == ["b", "c"]
+    assert store.list_dirs("a/") == ["b", "c"]
+    assert store.list_dirs("a/c") == ["d"]
+    assert store.list_dirs("a/b") == []
+    assert store.list_dirs("missing") == []
+    assert store.list_dirs("top.json") == []
+
+
+def test_list_files_non_recursive(store):
+    _populate(store)
+    assert store.list_files("") == ["top.json"]
+    assert store.list_files("a") == ["x.json"]
+    assert store.list_files("a/c") == []
+    assert store.list_files("missing") == []
+
+
+def test_list_files_recursive(store):
+    _populate(store)
+    assert store.list_files("", recursive=True) == sorted(TREE)
+    assert store.list_files("a", recursive=True) == ["b/y.json", "c/d/z.json", "x.json"]
+    assert store.list_files("a/c/", recursive=True) == ["d/z.json"]
+    assert store.list_files("missing", recursive=True) == []
+
+
+def test_upload_from_and_download_to(store, tmp_path):
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"payload\x00\xff")
+    store.upload_from(str(src), "up/loaded.bin")
+    assert store.read_bytes("up/loaded.bin") == b"payload\x00\xff"
+
+    dest = tmp_path / "new" / "dir" / "out.bin"  # parents do not exist yet
+    store.download_to("up/loaded.bin", str(dest))
+    assert dest.read_bytes() == b"payload\x00\xff"
+    # Downloading over an existing local file replaces it.
+    store.write_bytes("up/loaded.bin", b"v2")
+    store.download_to("up/loaded.bin", str(dest))
+    assert dest.read_bytes() == b"v2"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["out.bin"]  # no temp left
+
+
+def test_upload_from_missing_local_file(store, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        store.upload_from(str(tmp_path / "absent"), "x.bin")
+    assert not store.exists("x.bin")
+
+
+@pytest.mark.parametrize("bad", BAD_FILE_PATHS)
+def test_file_path_escape_rejected(store, tmp_path, bad):
+    local = tmp_path / "local.bin"
+    local.write_bytes(b"x")
+    calls = [
+        lambda: store.exists(bad),
+        lambda: store.read_bytes(bad),
+        lambda: store.read_text(bad),
+        lambda: store.write_bytes(bad, b"x"),
+        lambda: store.write_text(bad, "x"),
+        lambda: store.write_if_absent(bad, b"x"),
+        lambda: store.download_to(bad, str(tmp_path / "out")),
+        lambda: store.upload_from(str(local), bad),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError):
+            call()
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("bad", BAD_DIR_PATHS)
+def test_dir_path_escape_rejected(store, bad):
+    for call in (
+        lambda: store.list_dirs(bad),
+        lambda: store.list_files(bad),
+        lambda: store.list_files(bad, recursive=True),
+        lambda: store.url(bad),
+    ):
+        with pytest.raises(ValueError):
+            call()
+
+
+def test_url(store):
+    if isinstance(store, LocalStorage):
+        assert os.path.isabs(store.root)
+        assert store.url("a/b.json") == os.path.join(store.root, "a", "b.json")
+    else:
+        assert store.root.startswith("gs://batchscale-test/")
+        assert store.url("a/b.json") == f"{store.root}/a/b.json"
+    assert store.url("") == store.root
+
+
+def test_local_write_leaves_no_temp_files(tmp_path):
+    store = open_root(str(tmp_path))
+    store.write_bytes("d/f.json", b"1")
+    store.write_bytes("d/f.json", b"2")
+    assert store.write_if_absent("d/g.json", b"3") is True
+    assert store.write_if_absent("d/g.json", b"4") is False
+    assert sorted(os.listdir(tmp_path / "d")) == ["f.json", "g.json"]
+
+
+def test_local_written_file_has_normal_permissions(tmp_path):
+    store = open_root(str(tmp_path))
+    store.write_bytes("f", b"1")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_open_root_local(tmp_path, monkeypatch):
+    s = open_root(str(tmp_path) + "/sub/")
+    assert isinstance(s, LocalStorage)
+    assert s.root == str(tmp_path / "sub")
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    home = open_root("~/studies")
+    assert isinstance(home, LocalStorage)
+    assert home.root == str(tmp_path / "studies")
+
+    monkeypatch.chdir(tmp_path)
+    rel = open_root("rel")
+    assert rel.root == str(tmp_path / "rel")  # made absolute, immune to later chdir
+
+
+def test_open_root_gcs(gcs_emulator, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator["host"])
+    s = open_root("gs://batchscale-test/some/prefix/")
+    assert isinstance(s, GCSStorage)
+    assert s.root == "gs://batchscale-test/some/prefix"
+    assert s.url("x.json") == "gs://batchscale-test/some/prefix/x.json"
+
+    bare = open_root("gs://batchscale-test")
+    assert isinstance(bare, GCSStorage)
+    assert bare.root == "gs://batchscale-test"
+    assert bare.url("x.json") == "gs://batchscale-test/x.json"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "gs://",
+        "gs:///prefix",
+        "gs://Bad_Bucket!/x",
+        "gs://b/x",  # bucket name too short
+        "gs://bucket//x",
+        "gs://bucket/../x",
+        "gs://bucket/a/./b",
+        "s3://bucket/x",
+        "",
+        "   ",
+    ],
+)
+def test_open_root_malformed(bad):
+    with pytest.raises(ValueError) as exc_info:
+        open_root(bad)
+    message = str(exc_info.value)
+    assert message and "\n" not in message
+
+
+def test_import_is_side_effect_free():
+    """Importing the module must not pull in the GCS client (slow, optional)."""
+    code = (
+        "import sys, components.storage\n"
+        "assert 'google.cloud.storage' not in sys.modules, 'eager GCS import'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, check=True)
