@@ -409,7 +409,10 @@ def _parse_max_steps(raw, batch_sizes) -> dict[int, int]:
             _fail("max_steps", f"has no budget for batch size {missing[0]}; give one per batch size "
                   "or a single integer")
     else:
-        steps = dict.fromkeys(batch_sizes, _number("max_steps", raw, integer=True))
+        budget = _number("max_steps", raw, integer=True)
+        if budget < 1:
+            _fail("max_steps", f"{budget} must be >= 1")
+        steps = dict.fromkeys(batch_sizes, budget)
     for b in batch_sizes:
         if steps[b] < 1:
             _fail(f"max_steps.{b}", f"{steps[b]} must be >= 1")

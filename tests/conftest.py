@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from http import HTTPStatus
 
 import pytest
 
 GCS_TEST_BUCKET = "batchscale-test"
+
+# Keras picks its backend once, at first import: tests that train in-process use JAX
+# (the trainer's default); the TensorFlow backend is exercised in subprocesses.
+os.environ.setdefault("KERAS_BACKEND", "jax")
 
 
 def _patch_generation_preconditions(mp: pytest.MonkeyPatch) -> None:
@@ -72,3 +77,29 @@ def gcs_root(gcs_emulator, monkeypatch):
     """A fresh, empty ``gs://batchscale-test/<uuid>`` root on the emulator."""
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator["host"])
     return f"gs://{gcs_emulator['bucket']}/{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="session")
+def digits_store(tmp_path_factory):
+    """A local store root with scikit-learn's real digits prepared (offline, ~1,800 images)."""
+    from components.data_prep.prepare import prepare_dataset
+    from components.store import StudyStore
+
+    root = str(tmp_path_factory.mktemp("digits-store"))
+    prepare_dataset(StudyStore(root), "digits", log=lambda *_: None)
+    return root
+
+
+def tiny_spec_dict(store: str, **changes) -> dict:
+    """A small, fast study on the digits data set (real images, shipped offline)."""
+    raw = {
+        "name": "tiny", "store": store,
+        "workload": {"dataset": "digits", "model": "fc_32", "optimizer": "nesterov_momentum"},
+        "batch_sizes": [16, 128], "trials_per_batch_size": 2,
+        "search_space": {"learning_rate": {"scale": "log", "min": 0.02, "max": 0.2}},
+        "fixed": {"momentum": 0.9},
+        "goals": [{"metric": "classification_error", "value": 0.2}],
+        "max_steps": 300, "evaluation": {"train_examples": 500}, "seed": 0, "parallelism": 2,
+    }
+    raw.update(changes)
+    return raw

@@ -1,0 +1,98 @@
+"""One trial trained for real: on both backends, to the goal, to divergence, re-used."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from components.spec import StudySpec, TrialSpec
+from components.store import StudyStore, load_trials
+from components.train_trial.evaluation import evaluation_steps
+from components.train_trial.trainer import run_trial
+from tests.conftest import tiny_spec_dict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = """
+import json, sys
+from components.spec import StudySpec, TrialSpec
+from components.store import StudyStore, load_trials
+from components.train_trial.trainer import run_trial
+spec = StudySpec.from_dict(json.loads(sys.argv[1]))
+store = StudyStore(spec.store)
+store.register_study(spec)
+meta = run_trial(spec, TrialSpec("tiny", 32, 1, {"learning_rate": 0.05, "momentum": 0.9}), store,
+                 log=lambda *a: None)
+rows = load_trials(store.fs, "tiny")[0]["measurements"]
+print(json.dumps({"meta": meta, "rows": rows, "tf": "tensorflow" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_short_trial_on_each_backend(backend, digits_store, tmp_path):
+    """Same trainer, same paper optimizer, either backend: a full 60-step trial."""
+    root = str(tmp_path / backend)
+    os.makedirs(root)
+    os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+    raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32], backend=backend, max_steps=60,
+                         goals=[{"metric": "classification_error", "value": 0.0}])  # unreachable
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": ROOT}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(raw)], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    meta, rows = result["meta"], result["rows"]
+    assert meta["status"] == "COMPLETE" and meta["stop_reason"] == "budget" and meta["steps"] == 60
+    assert meta["backend"] == backend and meta["examples_per_second"] > 0
+    assert meta["effective_learning_rate"] == pytest.approx(0.05 / (1 - 0.9))
+    assert [r["step"] for r in rows] == evaluation_steps(60, 0.05)
+    assert rows[-1]["train/cross_entropy_error"] < 0.5 * rows[0]["train/cross_entropy_error"]
+    assert rows[-1]["val/classification_error"] < 0.5
+    if backend == "jax":
+        assert not result["tf"], "training from in-memory arrays on JAX must not import TensorFlow"
+
+
+def _spec(digits_store, **changes):
+    return StudySpec.from_dict(tiny_spec_dict(digits_store, **changes))
+
+
+def test_goal_stops_the_trial_early_and_reuse_does_not_retrain(digits_store):
+    spec = _spec(digits_store, name="early", goals=[{"metric": "classification_error", "value": 0.5}])
+    store = StudyStore(digits_store)
+    store.register_study(spec)
+    trial = TrialSpec("early", 16, 1, {"learning_rate": 0.1, "momentum": 0.9})
+    meta = run_trial(spec, trial, store, log=lambda *a: None)
+    assert meta["status"] == "COMPLETE" and meta["stop_reason"] == "goal" and meta["steps"] < 300
+    rows = load_trials(store.fs, "early")[0]["measurements"]
+    assert rows[-1]["val/classification_error"] < 0.5 <= rows[-2]["val/classification_error"]
+    metadata_path = f"{store.trial_dir(spec, trial)}/metadata.json"
+    before = store.fs.read_text(metadata_path)
+    messages = []
+    assert run_trial(spec, trial, store, log=messages.append) == meta
+    assert "re-used" in messages[0] and store.fs.read_text(metadata_path) == before
+
+
+def test_divergence_is_data_not_an_exception(digits_store):
+    spec = _spec(digits_store, name="diverge")
+    store = StudyStore(digits_store)
+    store.register_study(spec)
+    trial = TrialSpec("diverge", 16, 1, {"learning_rate": 50.0, "momentum": 0.99})
+    meta = run_trial(spec, trial, store, log=lambda *a: None)
+    assert meta["status"] == "INFEASIBLE" and meta["stop_reason"] == "diverged"
+    assert meta["steps"] < 300
+    assert store.is_done(spec, trial)
+
+
+def test_same_trial_same_curve(digits_store, tmp_path):
+    """Initialisation, dropout and data order follow the trial's seed."""
+    curves = []
+    for name in ("det-a", "det-b"):
+        spec = _spec(digits_store, name=name, max_steps=30)
+        store = StudyStore(digits_store)
+        store.register_study(spec)
+        run_trial(spec, TrialSpec(name, 16, 2, {"learning_rate": 0.05, "momentum": 0.9}), store,
+                  log=lambda *a: None)
+        rows = load_trials(store.fs, name)[0]["measurements"]
+        curves.append([(r["step"], r["val/cross_entropy_error"]) for r in rows])
+    assert curves[0] == curves[1]

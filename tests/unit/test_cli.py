@@ -1,0 +1,89 @@
+"""The CLI refuses every bad spec with exit 2 and one line, leaving the store as it was."""
+
+import os
+
+import pytest
+import yaml
+
+from components.spec import StudySpec, default_spec_dict
+from components.store import StudyStore
+from pipelines.cli import main
+
+
+@pytest.fixture
+def store_with_study(tmp_path):
+    """A store already holding study 'quickstart' (registered, one finished trial)."""
+    root = str(tmp_path / "store")
+    spec = StudySpec.from_dict({**default_spec_dict(), "store": root})
+    store = StudyStore(root)
+    store.register_study(spec)
+    store.fs.write_text("quickstart/mnist_5k/fc_128_128/nesterov_momentum/8/1/metadata.json",
+                        '{"status": "COMPLETE", "trial_id": 1}')
+    return root
+
+
+def _tree(root):
+    out = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            out[path] = open(path, "rb").read()
+    return out
+
+
+def _spec_file(tmp_path, root, **changes):
+    raw = {**default_spec_dict(), "store": root, **changes}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+BAD = [
+    (["--dataset", "cifar_100"], "workload.dataset"),
+    (["--model", "resnet_1001"], "workload.model"),
+    (["--optimizer", "adam"], "workload.optimizer"),
+    (["--batch-sizes", ","], "batch_sizes"),
+    (["--batch-sizes", "8,-16"], "batch_sizes"),
+    (["--batch-sizes", "8,100000"], "batch_sizes"),
+    (["--goal", "average_precision=0.3"], "goals[0].metric"),
+    (["--name", "../../etc"], "name"),
+    (["--seed", "99"], "name: study 'quickstart' already exists"),  # same name, other spec
+]
+
+
+@pytest.mark.parametrize("flags,field", BAD, ids=[b[1] for b in BAD])
+def test_bad_flags_exit_2_with_one_line_and_store_unchanged(flags, field, store_with_study, capsys, tmp_path):
+    before = _tree(store_with_study)
+    code = main(["run", "--local", "--store", store_with_study, "--work-dir", str(tmp_path / "w"), *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith(f"batchscale: error: {field}") and "\n" not in err, err
+    assert _tree(store_with_study) == before
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"search_space": {"learning_rate": {"scale": "log", "min": 1.0, "max": 0.01},
+                       "momentum": {"scale": "reverse_log", "min": 0.8, "max": 0.97}}},
+     "search_space.learning_rate"),
+    ({"search_space": {"learning_rate": {"scale": "log", "min": 0.01, "max": 0.01},
+                       "momentum": {"scale": "reverse_log", "min": 0.8, "max": 0.97}}},
+     "search_space.learning_rate"),
+    ({"name": "/abs/path"}, "name"),
+])
+def test_bad_spec_files_exit_2(change, field, store_with_study, capsys, tmp_path):
+    before = _tree(store_with_study)
+    code = main(["run", "--local", _spec_file(tmp_path, store_with_study, **change)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith(f"batchscale: error: {field}") and "\n" not in err, err
+    assert _tree(store_with_study) == before
+
+
+def test_validate_prints_the_resolved_spec(capsys):
+    assert main(["validate", "--batch-sizes", "16,64", "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    assert '"batch_sizes": [\n    16,\n    64\n  ]' in out and '"trials_per_batch_size": 2' in out
+
+
+def test_report_needs_store_slash_study(capsys):
+    assert main(["report", "justaname"]) == 2
+    assert "must be STORE/STUDY" in capsys.readouterr().err
