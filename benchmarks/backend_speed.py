@@ -24,7 +24,8 @@ from components.data_prep.prepare import prepare_dataset
 from components.spec import StudySpec, TrialSpec
 from components.store import StudyStore
 from components.train_trial.trainer import run_trial
-root, backend, model, batch_size, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+root, backend, model = sys.argv[1:4]
+batch_size, steps = int(sys.argv[4]), int(sys.argv[5])
 store = StudyStore(root)
 prepare_dataset(store, "mnist_5k", log=lambda *a: None)
 name = f"bench-{backend}-{model}-{batch_size}"
@@ -37,15 +38,16 @@ spec = StudySpec.from_dict({
     "goals": [{"metric": "classification_error", "value": 0.0}],
     "evaluation": {"resolution": 0.5, "train_examples": 500}})
 store.register_study(spec)
-meta = run_trial(spec, TrialSpec(name, batch_size, 1, {"learning_rate": 0.01, "momentum": 0.9}), store, log=lambda *a: None)
+trial = TrialSpec(name, batch_size, 1, {"learning_rate": 0.01, "momentum": 0.9})
+meta = run_trial(spec, trial, store, log=lambda *a: None)
 print(json.dumps({"examples_per_second": meta["examples_per_second"], "wall_time": meta["wall_time"]}))
 """
 
 
 def measure(root, backend, model, batch_size, steps) -> dict:
     env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    out = subprocess.run([sys.executable, "-c", CHILD, root, backend, model, str(batch_size), str(steps)],
-                         env=env, capture_output=True, text=True, check=True)
+    command = [sys.executable, "-c", CHILD, root, backend, model, str(batch_size), str(steps)]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -75,7 +75,8 @@ def _parse_goal(text: str) -> dict:
     try:
         return {"metric": metric.strip(), "value": float(value)}
     except ValueError:
-        raise SpecError(f"goals: {text!r} must look like METRIC=VALUE, e.g. classification_error=0.05") from None
+        raise SpecError(
+            f"goals: {text!r} must look like METRIC=VALUE, e.g. classification_error=0.05") from None
 
 
 def _absolute_store(spec: StudySpec) -> StudySpec:

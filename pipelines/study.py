@@ -23,13 +23,14 @@ PIPELINE_NAME = "batchscale-study"
 def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cpu"):
     """The pipeline function, with ``spec`` (and ``store_root``) as parameter defaults."""
     trainer = get_preset(preset)
+    default_spec = spec.to_dict()
 
     @dsl.pipeline(
         name=PIPELINE_NAME,
         description="Steps to a goal validation error against batch size, with metaparameters "
         "tuned anew at every batch size (Shallue et al. 2019).",
     )
-    def study_pipeline(study_spec: dict = spec.to_dict(), store_root: str = store_root):
+    def study_pipeline(study_spec: dict = default_spec, store_root: str = store_root):
         prep = place(prepare_data(study_spec=study_spec, store_root=store_root), LIGHT)
         trials = place(make_trials(study_spec=study_spec, store_root=store_root,
                                    dataset_location=prep.output), LIGHT)

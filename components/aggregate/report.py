@@ -131,7 +131,8 @@ def summary_html(spec, summary, train_summary, figures: dict[str, bytes]) -> str
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>batchscale: {html.escape(spec.name)}</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
-table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 7px;text-align:right}}
+table{{border-collapse:collapse;font-size:13px}}
+td,th{{border:1px solid #ccc;padding:3px 7px;text-align:right}}
 figure{{display:inline-block;margin:0 1em 1em 0}}img{{max-width:470px}}</style></head>
 <body><h1>Study {html.escape(spec.name)}</h1>
 <p>{html.escape(w.dataset)} / {html.escape(w.model)} / {html.escape(w.optimizer)};

@@ -103,7 +103,7 @@ def test_parameters_must_fit_the_optimizer_and_schedule():
         StudySpec.from_dict(sgd)
     del sgd["search_space"]["momentum"]
     assert StudySpec.from_dict(sgd).workload.optimizer == "sgd"
-    with pytest.raises(SpecError, match="end_learning_rate_factor is needed"):
+    with pytest.raises(SpecError, match="^search_space: decay_steps is needed by nesterov_momentum/linear"):
         StudySpec.from_dict(_with("schedule", "linear"))
 
 

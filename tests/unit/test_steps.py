@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from components.aggregate.steps import steps_to_result, scaling_factor
+from components.aggregate.steps import scaling_factor, steps_to_result
 
 
 def _row(batch_size, trial_id, step, status="COMPLETE", split="val"):
