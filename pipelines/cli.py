@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -128,13 +129,21 @@ def cmd_run(args) -> int:
                 last = line
     elapsed = time.time() - started
     if child.returncode != 0:
-        tail = open(log_path).read().splitlines()[-15:]
-        print("\n".join(tail), file=sys.stderr)
-        print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s; "
+        reason = failure_reason(open(log_path).read())
+        print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s: {reason}; "
               f"full log: {log_path}", file=sys.stderr)
         return 1
     print(f"[{elapsed:6.0f}s] {study_progress(spec, store).line()}")
     return _print_report(spec, store, rebuild=False, elapsed=elapsed)
+
+
+def failure_reason(log_text: str) -> str:
+    """The first exception line a task printed (what went wrong, not kfp's summary)."""
+    for line in log_text.splitlines():
+        match = re.match(r"^\s*([A-Za-z_.]*(Error|Exception)): (.*)$", line)
+        if match and "RuntimeError: Pipeline" not in line:
+            return f"{match.group(1)}: {match.group(3).strip()}"
+    return "see the log"
 
 
 def _print_report(spec, store, rebuild: bool, elapsed: float | None = None) -> int:

@@ -128,6 +128,8 @@ def summary_html(spec, summary, train_summary, figures: dict[str, bytes]) -> str
     sections += "".join(f"<h2>Training: {html.escape(g)}</h2>{table(df)}"
                         for g, df in train_summary.groupby("goal", sort=False))
     w = spec.workload
+    n = spec.evaluation.train_examples
+    train_note = f"a fixed subset of {n} training examples" if n else "the whole training split"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>batchscale: {html.escape(spec.name)}</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
@@ -138,6 +140,8 @@ figure{{display:inline-block;margin:0 1em 1em 0}}img{{max-width:470px}}</style><
 <p>{html.escape(w.dataset)} / {html.escape(w.model)} / {html.escape(w.optimizer)};
 {spec.trials_per_batch_size} trials per batch size; schedule {html.escape(spec.schedule)};
 steps to result = the earliest evaluation step at which a COMPLETE trial strictly beat the goal
-(evaluation grid resolution {spec.evaluation.resolution:.0%}).</p>
+(evaluation grid resolution {spec.evaluation.resolution:.0%}).
+Training metrics are measured on {train_note}; trials stop once they beat the validation
+goals, so the training table only sees training goals reached before that.</p>
 {imgs}{sections}</body></html>
 """

@@ -87,3 +87,13 @@ def test_validate_prints_the_resolved_spec(capsys):
 def test_report_needs_store_slash_study(capsys):
     assert main(["report", "justaname"]) == 2
     assert "must be STORE/STUDY" in capsys.readouterr().err
+
+
+def test_failure_reason_names_the_task_error_not_kfps_summary():
+    from pipelines.cli import failure_reason
+
+    log = ("10:57:03 - INFO - Executing task 'prepare-data'\n    Traceback (most recent call last):\n"
+           "    DatasetNotFoundError: Dataset mnist not found: no internet\n"
+           "RuntimeError: Pipeline 'batchscale-study' finished with status FAILURE.\n")
+    assert failure_reason(log) == "DatasetNotFoundError: Dataset mnist not found: no internet"
+    assert failure_reason("nothing useful") == "see the log"
