@@ -16,9 +16,6 @@ import re
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 
-from components.train_trial.schedules import OPTIMIZERS, SCHEDULES
-from components.workloads import check_model_name, get_dataset
-
 SCALES = ("linear", "log", "reverse_log", "discrete")
 DIRECTIONS = ("minimize", "maximize")
 BACKENDS = ("jax", "tensorflow")
@@ -38,7 +35,8 @@ class SpecError(ValueError):
     """A study spec that cannot run; the message is one line naming field and remedy."""
 
 
-def _fail(field_name: str, problem: str) -> None:
+def fail_field(field_name: str, problem: str) -> None:
+    """Raise the one-line SpecError every refusal uses: ``<field>: <problem>``."""
     raise SpecError(f"{field_name}: {problem}")
 
 
@@ -143,7 +141,10 @@ class StudySpec:
 
     @classmethod
     def from_dict(cls, raw: dict) -> StudySpec:
-        return _parse(raw)
+        """The validated spec; raises SpecError (one line: field and what is allowed)."""
+        from components.spec_validation import parse_spec
+
+        return parse_spec(raw)
 
     def fingerprint(self) -> str:
         """Hash of what defines the trials' meaning; a study may grow but not change it.
@@ -203,236 +204,8 @@ def load_spec_dict(path: str | None) -> dict:
     except yaml.YAMLError as err:
         raise SpecError(f"spec file: {path} is not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(raw, dict):
-        _fail("spec file", f"{path} must hold a mapping of study fields")
+        fail_field("spec file", f"{path} must hold a mapping of study fields")
     return raw
-
-
-# ---- validation -------------------------------------------------------------------
-_TOP_KEYS = {
-    "name", "store", "workload", "batch_sizes", "trials_per_batch_size", "search_space",
-    "goals", "max_steps", "fixed", "schedule", "evaluation", "seed", "backend", "parallelism",
-}
-_REQUIRED = ("name", "store", "workload", "batch_sizes", "search_space", "goals", "max_steps")
-
-
-def _number(field_name, value, integer=False):
-    """``value`` as an int or float, or a SpecError naming the field.
-
-    Integral floats count as integers: KFP passes dict parameters as protobuf Structs,
-    which turn every int (batch sizes, seeds) into a float.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        _fail(field_name, f"{value!r} is not {'an integer' if integer else 'a finite number'}")
-    if integer:
-        if not float(value).is_integer():
-            _fail(field_name, f"{value!r} is not an integer")
-        return int(value)
-    return value
-
-
-def _parse(raw: dict) -> StudySpec:
-    if not isinstance(raw, dict):
-        _fail("spec", "must be a mapping of study fields")
-    unknown = set(raw) - _TOP_KEYS
-    if unknown:
-        _fail(sorted(unknown)[0], f"unknown field; allowed: {', '.join(sorted(_TOP_KEYS))}")
-    for key in _REQUIRED:
-        if raw.get(key) in (None, "", [], {}):
-            _fail(key, "is required")
-
-    name = str(raw["name"])
-    if not STUDY_NAME.match(name) or name in RESERVED_NAMES:
-        _fail("name", f"{name!r} is not allowed; use letters, digits, '.', '_' or '-' "
-              f"(starting with a letter or digit, at most 100, not {', '.join(RESERVED_NAMES)})")
-    store = str(raw["store"])
-    if store.startswith("gs://") and not re.match(r"^gs://[a-z0-9][a-z0-9._-]{1,221}(/.*)?$", store):
-        _fail("store", f"{store!r} is not a valid gs://bucket[/prefix] URL")
-
-    workload = _parse_workload(raw["workload"])
-    dataset = get_dataset(workload.dataset)
-    batch_sizes = _parse_batch_sizes(raw["batch_sizes"], dataset)
-    trials = _number("trials_per_batch_size", raw.get("trials_per_batch_size", 1), integer=True)
-    if trials < 1:
-        _fail("trials_per_batch_size", f"{trials} must be >= 1")
-    schedule = raw.get("schedule", "constant")
-    if schedule not in SCHEDULES:
-        _fail("schedule", f"unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")
-    space = _parse_space(raw["search_space"])
-    fixed = _parse_fixed(raw.get("fixed") or {})
-    _check_parameters(workload.optimizer, schedule, space, fixed)
-    goals = _parse_goals(raw["goals"], dataset)
-    max_steps = _parse_max_steps(raw["max_steps"], batch_sizes)
-    evaluation = _parse_evaluation(raw.get("evaluation") or {}, dataset)
-    seed = _number("seed", raw.get("seed", 0), integer=True)
-    backend = raw.get("backend", "jax")
-    if backend not in BACKENDS:
-        _fail("backend", f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
-    parallelism = _number("parallelism", raw.get("parallelism", 2), integer=True)
-    if parallelism < 1:
-        _fail("parallelism", f"{parallelism} must be >= 1")
-    return StudySpec(name, store, workload, batch_sizes, trials, space, goals, max_steps, fixed,
-                     schedule, evaluation, seed, backend, parallelism)
-
-
-def _parse_workload(raw) -> Workload:
-    if not isinstance(raw, dict) or set(raw) != {"dataset", "model", "optimizer"}:
-        _fail("workload", "must have exactly the keys dataset, model, optimizer")
-    for key, check in (("dataset", get_dataset), ("model", check_model_name)):
-        try:
-            check(str(raw[key]))
-        except ValueError as err:
-            _fail(f"workload.{key}", str(err))
-    if raw["optimizer"] not in OPTIMIZERS:
-        _fail("workload.optimizer",
-              f"unknown optimizer {raw['optimizer']!r}; allowed: {', '.join(OPTIMIZERS)}")
-    return Workload(str(raw["dataset"]), str(raw["model"]), str(raw["optimizer"]))
-
-
-def _parse_batch_sizes(raw, dataset) -> tuple[int, ...]:
-    if not isinstance(raw, (list, tuple)) or not raw:
-        _fail("batch_sizes", "must be a non-empty list of positive integers")
-    sizes = [_number("batch_sizes", b, integer=True) for b in raw]
-    limit = dataset.split_sizes["train"]
-    for b in sizes:
-        if b < 1:
-            _fail("batch_sizes", f"{b} is not positive; batch sizes must be >= 1")
-        if b > limit:
-            _fail("batch_sizes", f"{b} exceeds the {limit} training examples of {dataset.name}; "
-                  f"allowed: 1..{limit}")
-    if len(set(sizes)) != len(sizes):
-        _fail("batch_sizes", "lists a batch size twice")
-    return tuple(sorted(sizes))
-
-
-def _parse_space(raw) -> tuple[Parameter, ...]:
-    if not isinstance(raw, dict):
-        _fail("search_space", "must map parameter names to {scale, min, max} or {scale: discrete, values}")
-    params = []
-    for name, cfg in raw.items():
-        where = f"search_space.{name}"
-        if name not in PARAMETER_BOUNDS:
-            _fail(where, f"unknown parameter; allowed: {', '.join(PARAMETER_BOUNDS)}")
-        if not isinstance(cfg, dict) or cfg.get("scale") not in SCALES:
-            _fail(f"{where}.scale", f"must be one of {', '.join(SCALES)}")
-        if cfg["scale"] == "discrete":
-            values = cfg.get("values")
-            if not isinstance(values, list) or not values:
-                _fail(f"{where}.values", "a discrete parameter needs a non-empty list of values")
-            for v in values:
-                _check_value(where, name, _number(f"{where}.values", v))
-            params.append(Parameter(name, "discrete", values=tuple(values)))
-            continue
-        extra = set(cfg) - {"scale", "min", "max", "integer"}
-        if extra:
-            _fail(f"{where}.{sorted(extra)[0]}", "unknown key; allowed: scale, min, max, integer")
-        lo = _number(f"{where}.min", cfg.get("min"))
-        hi = _number(f"{where}.max", cfg.get("max"))
-        if not lo < hi:
-            _fail(where, f"range [{lo}, {hi}] is empty or inverted; need min < max")
-        if cfg["scale"] == "log" and lo <= 0:
-            _fail(f"{where}.min", f"{lo} must be > 0 on a log scale")
-        if cfg["scale"] == "reverse_log" and hi >= 1:
-            _fail(f"{where}.max", f"{hi} must be < 1 on a reverse_log scale (1 - x on a log scale)")
-        for v in (lo, hi):
-            _check_value(where, name, v)
-        params.append(Parameter(name, cfg["scale"], float(lo), float(hi),
-                                integer=bool(cfg.get("integer", name == "decay_steps"))))
-    return tuple(params)
-
-
-def _check_value(where, name, value):
-    lo, hi, allowed = PARAMETER_BOUNDS[name]
-    bad = (
-        value < lo or value > hi
-        or (name in ("momentum", "label_smoothing") and value >= 1)
-        or (name in ("learning_rate", "end_learning_rate_factor") and value <= 0)
-        or (name == "decay_steps" and value < 1)
-    )
-    if bad:
-        _fail(where, f"{value} is out of range; {name} must be {allowed}")
-
-
-def _parse_fixed(raw) -> dict:
-    if not isinstance(raw, dict):
-        _fail("fixed", "must map parameter names to values")
-    for name, value in raw.items():
-        if name not in PARAMETER_BOUNDS:
-            _fail(f"fixed.{name}", f"unknown parameter; allowed: {', '.join(PARAMETER_BOUNDS)}")
-        _check_value(f"fixed.{name}", name, _number(f"fixed.{name}", value))
-    return dict(raw)
-
-
-def _check_parameters(optimizer, schedule, space, fixed):
-    given = {p.name for p in space} | set(fixed)
-    both = {p.name for p in space} & set(fixed)
-    if both:
-        _fail(f"fixed.{sorted(both)[0]}", "is also in search_space; keep it in one of the two")
-    needed = {"learning_rate"}
-    if optimizer != "sgd":
-        needed.add("momentum")
-    elif "momentum" in given:
-        _fail("search_space.momentum", "optimizer sgd has no momentum; use momentum or "
-              "nesterov_momentum, or drop the parameter")
-    if schedule == "linear":
-        needed |= {"end_learning_rate_factor", "decay_steps"}
-    elif given & {"end_learning_rate_factor", "decay_steps"}:
-        _fail("schedule", "end_learning_rate_factor/decay_steps need schedule: linear")
-    missing = sorted(needed - given)
-    if missing:
-        _fail("search_space", f"{missing[0]} is needed by {optimizer}/{schedule}; "
-              "search it or set it under fixed")
-
-
-def _parse_goals(raw, dataset) -> tuple[Goal, ...]:
-    if not isinstance(raw, list) or not raw:
-        _fail("goals", "must be a non-empty list of {metric, value, direction}")
-    goals = []
-    for i, g in enumerate(raw):
-        where = f"goals[{i}]"
-        if not isinstance(g, dict) or not {"metric", "value"} <= set(g) <= {"metric", "value", "direction"}:
-            _fail(where, "must have metric and value (and optionally direction)")
-        if g["metric"] not in dataset.metrics:
-            _fail(f"{where}.metric", f"{g['metric']!r} is not produced by {dataset.name}; "
-                  f"allowed: {', '.join(dataset.metrics)}")
-        direction = g.get("direction", "minimize")
-        if direction not in DIRECTIONS:
-            _fail(f"{where}.direction", f"{direction!r}; allowed: {', '.join(DIRECTIONS)}")
-        goals.append(Goal(g["metric"], float(_number(f"{where}.value", g["value"])), direction))
-    return tuple(goals)
-
-
-def _parse_max_steps(raw, batch_sizes) -> dict[int, int]:
-    if isinstance(raw, dict):
-        steps = {int(b): _number(f"max_steps.{b}", s, integer=True) for b, s in raw.items()}
-        missing = [b for b in batch_sizes if b not in steps]
-        if missing:
-            _fail("max_steps", f"has no budget for batch size {missing[0]}; give one per batch size "
-                  "or a single integer")
-    else:
-        budget = _number("max_steps", raw, integer=True)
-        if budget < 1:
-            _fail("max_steps", f"{budget} must be >= 1")
-        steps = dict.fromkeys(batch_sizes, budget)
-    for b in batch_sizes:
-        if steps[b] < 1:
-            _fail(f"max_steps.{b}", f"{steps[b]} must be >= 1")
-    return {b: steps[b] for b in batch_sizes}
-
-
-def _parse_evaluation(raw, dataset) -> Evaluation:
-    if not isinstance(raw, dict) or set(raw) - {"resolution", "train_examples", "divergence_factor"}:
-        _fail("evaluation", "allowed keys: resolution, train_examples, divergence_factor")
-    ev = Evaluation(**raw)
-    resolution = _number("evaluation.resolution", ev.resolution)
-    if not 0 < resolution <= 0.5:
-        _fail("evaluation.resolution", f"{resolution} must be in (0, 0.5]")
-    n = _number("evaluation.train_examples", ev.train_examples, integer=True)
-    if not 0 <= n <= dataset.split_sizes["train"]:
-        _fail("evaluation.train_examples", f"{n}; allowed: 0..{dataset.split_sizes['train']}")
-    factor = _number("evaluation.divergence_factor", ev.divergence_factor)
-    if factor <= 1:
-        _fail("evaluation.divergence_factor", f"{factor} must be > 1")
-    return Evaluation(float(resolution), n, float(factor))
 
 
 def resolve_spec(study_spec: dict, store_root: str = "") -> StudySpec:
