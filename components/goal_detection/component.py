@@ -21,6 +21,6 @@ def detect_goals(study_spec: dict, store_root: str, statuses: List[str],
     table = detect_study_goals(spec, store)
     table.to_csv(goal_steps.path, index=False)
     counts = {s: statuses.count(s) for s in sorted(set(statuses))}
-    print(f"goals detected for {table['trial_id'].count() // max(len(spec.goals) * 2, 1)} "
-          f"trial rows; this run's statuses: {counts}")
+    trials = len(table[["batch_size", "trial_id"]].drop_duplicates())
+    print(f"goals detected for {trials} trials in the store; this run's statuses: {counts}")
     return store.url(f"{spec.name}/{GOAL_STEPS_FILE}")

@@ -122,10 +122,11 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
     }
     store.write_metadata(spec, trial, metadata)
 
+    eval_sets = {"train": (x_train[subset], y_train[subset]), "val": (x_val, y_val)}
+
     def evaluate(step: int, started: float) -> dict:
         row = {"step": step}
-        for split, (x, y) in {"train": (x_train[subset], y_train[subset]),
-                              "val": (x_val, y_val)}.items():
+        for split, (x, y) in eval_sets.items():
             for name, value in classification_metrics(_logits(model, x), y).items():
                 row[f"{split}/{name}"] = value
         row["wall_time"] = time.time() - started
