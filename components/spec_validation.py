@@ -158,7 +158,9 @@ def _parse_space(raw) -> tuple[Parameter, ...]:
             _check_value(where, name, v)
         params.append(Parameter(name, cfg["scale"], float(lo), float(hi),
                                 integer=bool(cfg.get("integer", name == "decay_steps"))))
-    return tuple(params)
+    # Canonical order: the i-th parameter takes the i-th Halton dimension, and a dict that
+    # crossed KFP (a protobuf Struct) does not keep its key order.
+    return tuple(sorted(params, key=lambda p: p.name))
 
 
 def _check_value(where, name, value):

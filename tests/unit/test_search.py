@@ -67,3 +67,11 @@ def test_search_spreads_over_log_range():
     lrs = np.log([p["learning_rate"] for p in sample_parameters(spec, 64)])
     lo, hi = math.log(0.003), math.log(0.3)
     assert lrs.min() < lo + 0.1 * (hi - lo) and lrs.max() > hi - 0.1 * (hi - lo)
+
+
+def test_trials_do_not_depend_on_the_order_of_search_space_keys():
+    """KFP passes the spec as a protobuf Struct, which does not keep key order."""
+    raw = default_spec_dict()
+    reordered = {**raw, "search_space": dict(reversed(list(raw["search_space"].items())))}
+    assert list(reordered["search_space"]) != list(raw["search_space"])
+    assert make_trials(StudySpec.from_dict(reordered)) == make_trials(StudySpec.from_dict(raw))
