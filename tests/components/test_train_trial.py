@@ -96,3 +96,18 @@ def test_same_trial_same_curve(digits_store, tmp_path):
         rows = load_trials(store.fs, name)[0]["measurements"]
         curves.append([(r["step"], r["val/cross_entropy_error"]) for r in rows])
     assert curves[0] == curves[1]
+
+
+def test_an_interrupted_trial_is_trained_again(digits_store):
+    """INCOMPLETE (a run cut off mid-trial) is not done: the trial restarts from step 0."""
+    spec = _spec(digits_store, name="interrupted", max_steps=20)
+    store = StudyStore(digits_store)
+    store.register_study(spec)
+    trial = TrialSpec("interrupted", 16, 1, {"learning_rate": 0.05, "momentum": 0.9})
+    store.write_metadata(spec, trial, {"trial_id": 1, "status": "INCOMPLETE", "steps": 7,
+                                       "parameters": trial.parameters})
+    store.write_measurements(spec, trial, [{"step": 0}, {"step": 7}])
+    meta = run_trial(spec, trial, store, log=lambda *a: None)
+    assert meta["status"] == "COMPLETE" and meta["steps"] == 20
+    rows = load_trials(store.fs, "interrupted")[0]["measurements"]
+    assert [r["step"] for r in rows] == evaluation_steps(20, 0.05)

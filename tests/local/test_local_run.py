@@ -54,3 +54,23 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
     out, _ = _batchscale("report", str(store / "tiny"), cwd=tmp_path)
     assert out.returncode == 0 and "steps_to_result" in out.stdout
     assert (report / "report.html").exists()
+
+
+@pytest.mark.slow
+def test_local_study_on_a_gcs_store(gcs_emulator, tmp_path):
+    """The same pipeline with a gs:// store (GCS emulator, real client in every task)."""
+    root = f"gs://{gcs_emulator['bucket']}/e2e"
+    spec_file = tmp_path / "tiny.yaml"
+    spec_file.write_text(yaml.safe_dump(tiny_spec_dict(root, batch_sizes=[32], max_steps=150)))
+    out, _ = _batchscale("run", "--local", str(spec_file), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert f"report: {root}/tiny/report/report.html" in out.stdout
+
+    from components.store import StudyStore, load_trials
+
+    store = StudyStore(root)
+    assert store.has_dataset("digits")
+    trials = load_trials(store.fs, "tiny")
+    assert [(t["batch_size"], t["trial_id"]) for t in trials] == [(32, 1), (32, 2)]
+    assert all(t["status"] in ("COMPLETE", "INFEASIBLE") and t["measurements"] for t in trials)
+    assert "steps_to_result" in store.fs.read_text("tiny/report/steps_to_result.csv")

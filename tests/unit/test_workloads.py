@@ -1,0 +1,48 @@
+"""The workload registries: names, lazy imports, and agreement with the real sources."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from components.workloads import DATASETS, check_model_name, get_dataset
+
+
+def test_unknown_names_list_what_is_allowed():
+    with pytest.raises(ValueError, match="allowed: digits, fashion_mnist, mnist, mnist_5k"):
+        get_dataset("cifar_100")
+    with pytest.raises(ValueError, match=r"fc_<N1>_..._<Nk>"):
+        check_model_name("fc_")
+    for name in ("fc_1024", "fc_128_128_128", "simple_cnn_base", "simple_cnn_narrow", "simple_cnn_wide"):
+        check_model_name(name)
+
+
+def test_registry_import_pulls_in_no_heavy_library():
+    heavy = ("tensorflow", "keras", "jax", "mlxtend", "sklearn")
+    code = ("import sys, components.workloads, components.spec; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["mnist_5k", "digits"])
+def test_offline_sources_load_real_images_with_the_registered_splits(name):
+    info = get_dataset(name)
+    splits = info.load()
+    for split, (images, labels) in splits.items():
+        assert images.shape == (info.split_sizes[split], *info.image_shape)
+        assert images.dtype == np.uint8 and 0 < images.max() <= info.pixel_max
+        assert set(np.unique(labels)) == set(range(info.num_classes))
+    assert np.array_equal(splits["train"][0], info.load()["train"][0])  # fixed split
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion_mnist"])
+def test_tfds_builders_resolve_and_match_the_registry(name):
+    """The real tensorflow-datasets builders (no download): features agree with our metadata."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    features = tfds.builder(name).info.features
+    info = DATASETS[name]
+    assert tuple(features["image"].shape) == info.image_shape
+    assert features["label"].num_classes == info.num_classes
+    assert info.split_sizes == {"train": 55_000, "validation": 5_000, "test": 10_000}
