@@ -46,3 +46,20 @@ def test_tfds_builders_resolve_and_match_the_registry(name):
     assert tuple(features["image"].shape) == info.image_shape
     assert features["label"].num_classes == info.num_classes
     assert info.split_sizes == {"train": 55_000, "validation": 5_000, "test": 10_000}
+
+
+@pytest.mark.parametrize("name,expected", [
+    # 784*128+128 + 128*128+128 + 128*10+10
+    ("fc_128_128", 118_282),
+    # conv 5x5x1x32+32, conv 5x5x32x64+64, dense 7*7*64*1024+1024, out 1024*10+10 (Appendix B)
+    ("simple_cnn_base", 832 + 51_264 + 3_212_288 + 10_250),
+    # narrow: 16 and 32 filters, 512 units
+    ("simple_cnn_narrow", 416 + 12_832 + 7 * 7 * 32 * 512 + 512 + 5_130),
+])
+def test_models_have_the_published_architecture(name, expected):
+    from components.workloads import build_model
+
+    model = build_model(name, (28, 28, 1), 10)
+    assert model.count_params() == expected
+    dropout = [layer for layer in model.layers if layer.__class__.__name__ == "Dropout"]
+    assert dropout and all(layer.rate == 0.4 for layer in dropout)
