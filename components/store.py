@@ -100,6 +100,10 @@ class StudyStore:
         self.fs.write_text(f"{self.trial_dir(spec, trial)}/measurements.csv",
                            measurements_csv(rows))
 
+    def read_measurements(self, spec: StudySpec, trial: TrialSpec) -> list[dict]:
+        path = f"{self.trial_dir(spec, trial)}/measurements.csv"
+        return _parse_rows(self.fs.read_text(path)) if self.fs.exists(path) else []
+
     # ---- datasets ----------------------------------------------------------------
     def has_dataset(self, name: str) -> bool:
         return self.fs.exists(f"datasets/{name}/info.json")

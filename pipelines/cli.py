@@ -94,7 +94,7 @@ def cmd_run(args) -> int:
         raise SpecError("run: only --local runs are available here; use `batchscale compile` "
                         "and upload the YAML to Kubeflow Pipelines to run on a cluster")
     from components.store import StudyStore
-    from pipelines.progress import study_progress
+    from pipelines.progress import ProgressTracker
 
     spec = _absolute_store(build_spec(args))
     store = StudyStore(spec.store)
@@ -117,11 +117,11 @@ def cmd_run(args) -> int:
             [sys.executable, "-m", "pipelines.local_run", spec_path, os.path.join(work, "kfp-outputs")],
             stdout=log, stderr=subprocess.STDOUT, cwd=work,
         )
-        last = ""
+        last, tracker = "", ProgressTracker(spec, store)
         while child.poll() is None:
             time.sleep(POLL_SECONDS)
             try:
-                line = study_progress(spec, store).line()
+                line = tracker.poll().line()
             except Exception:  # the store may be mid-write; try again next poll
                 continue
             if line != last:
@@ -133,7 +133,7 @@ def cmd_run(args) -> int:
         print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s: {reason}; "
               f"full log: {log_path}", file=sys.stderr)
         return 1
-    print(f"[{elapsed:6.0f}s] {study_progress(spec, store).line()}")
+    print(f"[{elapsed:6.0f}s] {tracker.poll().line()}")
     return _print_report(spec, store, rebuild=False, elapsed=elapsed)
 
 

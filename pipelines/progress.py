@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from components.aggregate.steps import steps_to_result
 from components.goal_detection.detect import goal_steps_table
+from components.search.trials import make_trials
 from components.spec import StudySpec
-from components.store import DONE_STATUSES, load_trials
+from components.store import DONE_STATUSES
 
 
 @dataclass
@@ -23,17 +24,41 @@ class Progress:
         return f"trials {self.done}/{self.total} done{extra} | best steps per batch size {best}"
 
 
-def study_progress(spec: StudySpec, store) -> Progress:
-    """Count the spec's finished trials and the best steps to the first goal so far."""
-    wanted = {(b, t) for b in spec.batch_sizes for t in range(1, spec.trials_per_batch_size + 1)}
-    trials = [t for t in load_trials(store.fs, spec.name)
-              if (t["batch_size"], t["trial_id"]) in wanted]
-    done = [t for t in trials if t["status"] in DONE_STATUSES]
-    best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)
-    if done:
-        summary = steps_to_result(goal_steps_table(spec, done), "val")
-        for row in summary[summary["goal"] == spec.goals[0].label].itertuples():
-            if row.steps_to_result == row.steps_to_result:  # not NaN
-                best[row.batch_size] = int(row.steps_to_result)
-    return Progress(len(done), len(wanted),
-                    sum(t["status"] == "INFEASIBLE" for t in done), best)
+class ProgressTracker:
+    """Polls the store for the spec's trials; a finished trial is read once, then cached.
+
+    Each poll reads only the metadata of trials not yet finished, so polling stays cheap
+    for studies of hundreds of trials on gs://.
+    """
+
+    def __init__(self, spec: StudySpec, store):
+        self.spec, self.store = spec, store
+        self.pending = make_trials(spec)
+        self.done: list[dict] = []
+
+    def poll(self) -> Progress:
+        still = []
+        for trial in self.pending:
+            meta = self.store.read_metadata(self.spec, trial)
+            if meta and meta.get("status") in DONE_STATUSES:
+                self.done.append({
+                    "batch_size": trial.batch_size, "trial_id": trial.trial_id,
+                    "status": meta["status"], "parameters": meta.get("parameters", {}),
+                    "metadata": meta, "measurements": self.store.read_measurements(self.spec, trial),
+                })
+            else:
+                still.append(trial)
+        self.pending = still
+        return self.progress()
+
+    def progress(self) -> Progress:
+        spec = self.spec
+        best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)
+        if self.done:
+            summary = steps_to_result(goal_steps_table(spec, self.done), "val")
+            for row in summary[summary["goal"] == spec.goals[0].label].itertuples():
+                if row.steps_to_result == row.steps_to_result:  # not NaN
+                    best[row.batch_size] = int(row.steps_to_result)
+        total = len(self.done) + len(self.pending)
+        infeasible = sum(t["status"] == "INFEASIBLE" for t in self.done)
+        return Progress(len(self.done), total, infeasible, best)

@@ -1,0 +1,32 @@
+"""Progress lines during a run: done counts, best steps so far, finished trials read once."""
+
+from components.spec import StudySpec, TrialSpec
+from components.store import StudyStore
+from pipelines.progress import ProgressTracker
+from tests.conftest import tiny_spec_dict
+
+
+def _finish(store, spec, batch_size, trial_id, status, val_errors):
+    trial = TrialSpec(spec.name, batch_size, trial_id, {"learning_rate": 0.1, "momentum": 0.9})
+    rows = [{"step": 10 * i, "val/classification_error": e} for i, e in enumerate(val_errors)]
+    store.write_measurements(spec, trial, rows)
+    store.write_metadata(spec, trial, {"trial_id": trial_id, "status": status,
+                                       "parameters": trial.parameters})
+
+
+def test_progress_counts_and_best_steps(tmp_path):
+    spec = StudySpec.from_dict(tiny_spec_dict(str(tmp_path)))  # batch sizes 16, 128; 2 trials each
+    store = StudyStore(spec.store)
+    tracker = ProgressTracker(spec, store)
+    assert tracker.poll().line() == "trials 0/4 done | best steps per batch size 16:- 128:-"
+
+    _finish(store, spec, 16, 1, "COMPLETE", [0.9, 0.5, 0.15])       # goal 0.2 reached at step 20
+    _finish(store, spec, 16, 2, "INFEASIBLE", [0.9, 0.1])           # diverged trials do not count
+    _finish(store, spec, 128, 1, "COMPLETE", [0.9, 0.3])            # not reached
+    store.write_metadata(spec, TrialSpec(spec.name, 128, 2, {}), {"status": "INCOMPLETE"})
+    progress = tracker.poll()
+    assert progress.line() == "trials 3/4 done, 1 diverged | best steps per batch size 16:20 128:-"
+
+    _finish(store, spec, 16, 1, "COMPLETE", [0.1])  # a finished trial is cached, not re-read
+    _finish(store, spec, 128, 2, "COMPLETE", [0.9, 0.19])
+    assert tracker.poll().line() == "trials 4/4 done, 1 diverged | best steps per batch size 16:20 128:10"
