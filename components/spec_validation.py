@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import fields
 
 from components.spec import (
     BACKENDS,
@@ -29,10 +30,7 @@ from components.spec import (
 from components.train_trial.schedules import OPTIMIZERS, SCHEDULES
 from components.workloads import check_model_name, get_dataset
 
-_TOP_KEYS = {
-    "name", "store", "workload", "batch_sizes", "trials_per_batch_size", "search_space",
-    "goals", "max_steps", "fixed", "schedule", "evaluation", "seed", "backend", "parallelism",
-}
+_TOP_KEYS = {f.name for f in fields(StudySpec)}
 _REQUIRED = ("name", "store", "workload", "batch_sizes", "search_space", "goals", "max_steps")
 
 

@@ -181,19 +181,19 @@ def load_trials(fs: Storage, study_path: str) -> list[dict]:
             rows = []
             if fs.exists(f"{base}/measurements.csv"):
                 rows = _parse_rows(fs.read_text(f"{base}/measurements.csv"))
-            trials.append({
-                "batch_size": int(study["batch_size"]),
-                "dataset": study.get("dataset"),
-                "model": study.get("model"),
-                "optimizer": study.get("optimizer"),
-                "trial_id": int(meta.get("trial_id", trial_id)),
-                "status": meta.get("status", "INCOMPLETE"),
-                "parameters": meta.get("parameters", {}),
-                "metadata": meta,
-                "measurements": rows,
-            })
+            record = trial_record(int(study["batch_size"]), int(meta.get("trial_id", trial_id)), meta, rows)
+            trials.append({**record, "dataset": study.get("dataset"), "model": study.get("model"),
+                           "optimizer": study.get("optimizer")})
     trials.sort(key=lambda t: (t["batch_size"], t["trial_id"]))
     return trials
+
+
+def trial_record(batch_size: int, trial_id: int, metadata: dict, measurements: list[dict]) -> dict:
+    """The dict one trial is read into (what goal detection and aggregation consume)."""
+    return {"batch_size": batch_size, "trial_id": trial_id,
+            "status": metadata.get("status", "INCOMPLETE"),
+            "parameters": metadata.get("parameters", {}), "metadata": metadata,
+            "measurements": measurements}
 
 
 def _parse_rows(text: str) -> list[dict]:

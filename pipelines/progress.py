@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from components.aggregate.steps import steps_to_result
 from components.goal_detection.detect import goal_steps_table
 from components.search.trials import make_trials
 from components.spec import StudySpec
-from components.store import DONE_STATUSES
+from components.store import DONE_STATUSES, trial_record
 
 
 @dataclass
@@ -25,7 +27,8 @@ class Progress:
 
 
 class ProgressTracker:
-    """Polls the store for the spec's trials; a finished trial is read once, then cached.
+    """Polls the store for the spec's trials; a finished trial is read and its goals
+    detected once, then only its goal rows are kept.
 
     Each poll reads only the metadata of trials not yet finished, so polling stays cheap
     for studies of hundreds of trials on gs://.
@@ -34,18 +37,18 @@ class ProgressTracker:
     def __init__(self, spec: StudySpec, store):
         self.spec, self.store = spec, store
         self.pending = make_trials(spec)
-        self.done: list[dict] = []
+        self.goal_tables: list[pd.DataFrame] = []  # one per finished trial
+        self.infeasible = 0
 
     def poll(self) -> Progress:
         still = []
         for trial in self.pending:
             meta = self.store.read_metadata(self.spec, trial)
             if meta and meta.get("status") in DONE_STATUSES:
-                self.done.append({
-                    "batch_size": trial.batch_size, "trial_id": trial.trial_id,
-                    "status": meta["status"], "parameters": meta.get("parameters", {}),
-                    "metadata": meta, "measurements": self.store.read_measurements(self.spec, trial),
-                })
+                rows = self.store.read_measurements(self.spec, trial)
+                record = trial_record(trial.batch_size, trial.trial_id, meta, rows)
+                self.goal_tables.append(goal_steps_table(self.spec, [record]))
+                self.infeasible += meta["status"] == "INFEASIBLE"
             else:
                 still.append(trial)
         self.pending = still
@@ -54,11 +57,10 @@ class ProgressTracker:
     def progress(self) -> Progress:
         spec = self.spec
         best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)
-        if self.done:
-            summary = steps_to_result(goal_steps_table(spec, self.done), "val")
+        if self.goal_tables:
+            summary = steps_to_result(pd.concat(self.goal_tables, ignore_index=True), "val")
             for row in summary[summary["goal"] == spec.goals[0].label].itertuples():
                 if row.steps_to_result == row.steps_to_result:  # not NaN
                     best[row.batch_size] = int(row.steps_to_result)
-        total = len(self.done) + len(self.pending)
-        infeasible = sum(t["status"] == "INFEASIBLE" for t in self.done)
-        return Progress(len(self.done), total, infeasible, best)
+        done = len(self.goal_tables)
+        return Progress(done, done + len(self.pending), self.infeasible, best)
