@@ -1,10 +1,13 @@
-"""When a trial is evaluated, and the metrics measured at each evaluation (NumPy only)."""
+"""When a trial is evaluated, and which examples each step trains on (NumPy only)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+# The metrics live in components.train_trial.metrics; re-exported for existing imports.
+from components.train_trial.metrics import classification_metrics, log_softmax  # noqa: F401
 
 
 def evaluation_steps(max_steps: int, resolution: float) -> list[int]:
@@ -19,23 +22,6 @@ def evaluation_steps(max_steps: int, resolution: float) -> list[int]:
     while steps[-1] < max_steps:
         steps.append(min(max_steps, max(steps[-1] + 1, math.floor(steps[-1] * (1 + resolution)))))
     return steps
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-
-
-def classification_metrics(logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Mean cross entropy (no label smoothing) and classification error of ``logits``."""
-    logits = np.asarray(logits, dtype=np.float64)
-    if not np.all(np.isfinite(logits)):
-        return {"cross_entropy_error": math.nan, "classification_error": math.nan}
-    log_probs = log_softmax(logits)
-    return {
-        "cross_entropy_error": float(-log_probs[np.arange(len(labels)), labels].mean()),
-        "classification_error": float((logits.argmax(axis=1) != labels).mean()),
-    }
 
 
 class EpochPermutations:

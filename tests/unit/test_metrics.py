@@ -1,0 +1,283 @@
+"""The paper's metrics (Appendix A.2): hand-computed values, streaming == one shot, and
+average precision against TensorFlow's own tf.metrics.auc (run in a subprocess)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from components.train_trial import metrics
+from components.train_trial.metrics import (
+    TASK_METRICS,
+    MetricAccumulator,
+    average_precision,
+    classification_metrics,
+    language_model_metrics,
+    multilabel_metrics,
+    sigmoid,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _logit(p):
+    return math.log(p / (1 - p))
+
+
+def test_task_metrics_are_the_data_sets_metric_names():
+    from components.workloads.dataset_info import TASK_METRICS as DATASET_TASK_METRICS
+
+    assert TASK_METRICS == DATASET_TASK_METRICS
+
+
+def test_evaluation_module_still_exports_the_classification_metrics():
+    from components.train_trial import evaluation
+
+    assert evaluation.classification_metrics is classification_metrics
+    assert evaluation.log_softmax is metrics.log_softmax
+
+
+# ---- classification -----------------------------------------------------------------
+def test_classification_by_hand_streamed_and_weighted():
+    logits = np.array([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [5.0, 1.0, 9.0]])
+    labels = np.array([0, 2, 2])
+    # CE: -log(e^2 / (e^2 + 2)), -log(1 / (e + 2)), -log(e^9 / (e^5 + e + e^9)); errors: row 1.
+    ce = [math.log((math.e**2 + 2) / math.e**2), math.log(math.e + 2),
+          math.log((math.e**5 + math.e + math.e**9) / math.e**9)]
+    m = classification_metrics(logits[:2], labels[:2])
+    assert m["cross_entropy_error"] == pytest.approx((ce[0] + ce[1]) / 2)
+    assert m["classification_error"] == 0.5
+    acc = MetricAccumulator("classification")
+    acc.update(logits[:1], labels[:1])
+    acc.update(logits[1:], labels[1:])
+    assert acc.result() == pytest.approx({"classification_error": 1 / 3, "cross_entropy_error": sum(ce) / 3})
+    padded = MetricAccumulator("classification")  # a padded batch: the third row does not count
+    padded.update(logits, labels, weights=np.array([1.0, 1.0, 0.0]))
+    assert padded.result() == pytest.approx(m)
+    assert list(acc.result()) == list(TASK_METRICS["classification"])
+
+
+@pytest.mark.parametrize("task", sorted(TASK_METRICS))
+def test_non_finite_logits_make_every_metric_nan(task):
+    shapes = {"classification": ((2, 3), np.array([0, 1])), "multilabel": ((2, 3), np.eye(2, 3)),
+              "language_model": ((2, 2, 3), np.zeros((2, 2), int))}
+    shape, targets = shapes[task]
+    acc = MetricAccumulator(task)
+    acc.update(np.zeros(shape), targets)
+    bad = np.zeros(shape)
+    bad.flat[1] = np.inf
+    acc.update(bad, targets)
+    acc.update(np.zeros(shape), targets)
+    result = acc.result()
+    assert set(result) == set(TASK_METRICS[task]) and all(math.isnan(v) for v in result.values())
+    assert all(math.isnan(v) for v in MetricAccumulator(task).result().values())  # nothing counted
+
+
+def test_bad_task_and_shapes_are_refused():
+    with pytest.raises(ValueError, match="classification, multilabel, language_model"):
+        MetricAccumulator("regression")
+    with pytest.raises(ValueError, match="multi-hot"):
+        MetricAccumulator("multilabel").update(np.zeros((2, 3)), np.zeros(2))
+    with pytest.raises(ValueError, match=r"\(B, T, V\)"):
+        MetricAccumulator("language_model").update(np.zeros((2, 3)), np.zeros(2))
+    with pytest.raises(ValueError, match=r"labels \(B,\)"):
+        MetricAccumulator("classification").update(np.zeros((2, 3)), np.zeros((2, 3)))
+
+
+# ---- multilabel -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("probabilities", "targets", "expected"),
+    [
+        # Thresholds i/199: 0.75 is above t_0..t_149, 0.25 above t_0..t_49.
+        # Positive ranked first: precision 1 at every recall.
+        ([0.75, 0.25], [1, 0], 1.0),
+        # Negative first. Between t_49 (TP=1, P=2) and t_50 (TP=0, P=1): slope dTP/dP = 1,
+        # intercept TP_B - slope P_B = -1, area = 1 * (1 + (-1) log(2 / 1)) / 1.
+        ([0.25, 0.75], [1, 0], 1 - math.log(2)),
+        # pos 0.9, neg 0.6, pos 0.3 (2 positives): t_59 -> t_60: TP 2 -> 1, P 3 -> 2, intercept -1,
+        # (1 - log 1.5) / 2; t_119 -> t_120: dTP = 0; t_179 -> t_180: TP 1 -> 0, P 1 -> 0, 1 / 2.
+        # (Eq. 7's uninterpolated sum would be (1 + 2/3) / 2.)
+        ([0.9, 0.6, 0.3], [1, 0, 1], 1 - math.log(1.5) / 2),
+        ([0.9, 0.6, 0.3], [0, 0, 0], 0.0),  # no positives: tf.metrics.auc gives 0
+    ],
+)
+def test_average_precision_by_hand(probabilities, targets, expected):
+    assert average_precision(np.array(probabilities), np.array(targets)) == pytest.approx(expected, abs=1e-12)
+    logits = np.array([[_logit(p) for p in probabilities]])
+    acc = MetricAccumulator("multilabel")
+    acc.update(logits, np.array([targets]))
+    assert acc.result()["average_precision"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_multilabel_cross_entropy_by_hand():
+    # Pairs: (z=0, y=1): log 2; (z=log 3, y=0): -log(1 - 3/4) = log 4;
+    # (z=-log 3, y=1): -log(1/4) = log 4; (z=0, y=0): log 2. Mean = 1.5 log 2.
+    logits = np.array([[0.0, math.log(3)], [-math.log(3), 0.0]])
+    targets = np.array([[1, 0], [1, 0]])
+    m = multilabel_metrics(logits, targets)
+    assert m["cross_entropy_error"] == pytest.approx(1.5 * math.log(2))
+    assert list(m) == ["average_precision", "cross_entropy_error"]
+    # Per-image weights mask a padded image: only row 0 counts.
+    masked = multilabel_metrics(logits, targets, weights=np.array([1.0, 0.0]))
+    assert masked["cross_entropy_error"] == pytest.approx(1.5 * math.log(2))
+    assert masked["average_precision"] == pytest.approx(1 - math.log(2))  # p: 0.5 (pos), 0.75 (neg)
+
+
+def test_multilabel_streaming_equals_one_shot():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(0, 2, (50, 17))
+    targets = (rng.random((50, 17)) < 0.2).astype(int)
+    acc = MetricAccumulator("multilabel")
+    for start in range(0, 50, 16):
+        acc.update(logits[start:start + 16], targets[start:start + 16])
+    assert acc.result() == pytest.approx(multilabel_metrics(logits, targets), rel=1e-12)
+    assert acc.result()["average_precision"] == pytest.approx(average_precision(sigmoid(logits), targets))
+
+
+TF_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+
+    data = np.load(sys.argv[1])
+    cases = json.loads(data["cases"].item())
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        p = tf.compat.v1.placeholder(tf.float32, [None])
+        y = tf.compat.v1.placeholder(tf.bool, [None])
+        w = tf.compat.v1.placeholder(tf.float32, [None])
+        z = tf.compat.v1.placeholder(tf.float64, [None, None])
+        t = tf.compat.v1.placeholder(tf.float64, [None, None])
+        ce = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=t, logits=z))
+        out = {}
+        for case in cases:
+            auc, update = tf.compat.v1.metrics.auc(
+                y, p, weights=w, num_thresholds=200, curve="PR",
+                summation_method="careful_interpolation", name=case)
+            sess.run(tf.compat.v1.local_variables_initializer())
+            probs, labels, weights = data[case + "/p"], data[case + "/y"], data[case + "/w"]
+            for start in range(0, len(probs), 1000):  # streamed, like ours
+                s = slice(start, start + 1000)
+                sess.run(update, {p: probs[s], y: labels[s], w: weights[s]})
+            out[case] = float(sess.run(auc))
+            if data[case + "/z"].size:
+                out[case + "/ce"] = float(sess.run(ce, {z: data[case + "/z"], t: data[case + "/t"]}))
+    print(json.dumps(out))
+    """
+)
+
+
+def _tf_cases():
+    """Inputs (logits or probabilities), with our results, for the TensorFlow comparison."""
+    rng = np.random.default_rng(0)
+    cases = {}
+
+    def add(name, logits=None, targets=None, probabilities=None, weights=None, batch=64):
+        if probabilities is None:
+            acc = MetricAccumulator("multilabel")
+            for start in range(0, len(logits), batch):
+                s = slice(start, start + batch)
+                acc.update(logits[s], targets[s], None if weights is None else weights[s])
+            ours = acc.result()
+            probabilities = sigmoid(logits)
+        else:
+            ours = {"average_precision": average_precision(probabilities, targets, weights)}
+        w = np.ones(targets.shape) if weights is None else np.broadcast_to(
+            weights[:, None] if weights.ndim == 1 else weights, targets.shape)
+        cases[name] = {
+            "ours": ours,
+            "p": probabilities.astype(np.float32).ravel(), "y": targets.ravel() > 0,
+            "w": w.astype(np.float32).ravel(),
+            "z": np.zeros(0) if logits is None else logits.astype(np.float64),
+            "t": np.zeros(0) if logits is None else targets.astype(np.float64),
+        }
+
+    z = rng.normal(0, 2, (200, 50))
+    add("random", z, (rng.random(z.shape) < 0.1).astype(int))
+    y = (rng.random((300, 20)) < 0.3).astype(int)
+    add("informative", rng.normal(0, 1.5, y.shape) + 2.0 * y - 1.0, y, batch=100)
+    weights = np.ones(300)
+    weights[-37:] = 0.0  # a padded final batch
+    add("padded_images", rng.normal(0, 1.5, y.shape) + 1.5 * y - 1.0, y, weights=weights, batch=128)
+    pair_w = (rng.random(y.shape) < 0.7).astype(float)
+    add("pair_weights", rng.normal(0, 1, y.shape) + y, y, weights=pair_w, batch=50)
+    add("saturated", rng.choice([-40.0, 40.0, 0.0, 3.0], (80, 10)), (rng.random((80, 10)) < 0.5).astype(int))
+    add("rare_positives", rng.normal(0, 3, (500, 40)), (rng.random((500, 40)) < 0.005).astype(int))
+    on_thresholds = (rng.integers(0, 200, 3000) / 199).astype(np.float32)  # ties with t_i: strict >
+    on_thresholds[:4] = [0.0, 1.0, 0.0, 1.0]
+    add("on_thresholds", probabilities=on_thresholds, targets=(rng.random(3000) < 0.4).astype(int))
+    add("no_positives", rng.normal(0, 1, (20, 5)), np.zeros((20, 5), int))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def tensorflow_results(tmp_path_factory):
+    pytest.importorskip("tensorflow")
+    cases = _tf_cases()
+    path = tmp_path_factory.mktemp("auc") / "cases.npz"
+    arrays = {f"{c}/{k}": v for c, d in cases.items() for k, v in d.items() if k != "ours"}
+    np.savez(path, cases=np.array(json.dumps(list(cases))), **arrays)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", TF_SCRIPT, str(path)], check=False, cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return cases, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # importing TensorFlow takes ~10 s of CPU
+def test_average_precision_matches_tf_metrics_auc(tensorflow_results):
+    cases, tf_values = tensorflow_results
+    for name, case in cases.items():
+        assert case["ours"]["average_precision"] == pytest.approx(tf_values[name], abs=2e-6), name
+        if f"{name}/ce" in tf_values and "padded" not in name and "weights" not in name:
+            assert case["ours"]["cross_entropy_error"] == pytest.approx(tf_values[f"{name}/ce"], rel=1e-9)
+    assert 0.05 < tf_values["random"] < 0.3 and tf_values["informative"] > 0.5
+    assert tf_values["no_positives"] == 0.0
+
+
+# ---- language model ---------------------------------------------------------------------
+def _lm_example():
+    """2 sentences, 2 positions, vocabulary 3; the last position of sentence 2 is padding."""
+    logits = np.array([
+        [[0.0, math.log(2), 0.0], [0.0, 0.0, 0.0]],  # p = (1/4, 1/2, 1/4); (1/3, 1/3, 1/3)
+        [[math.log(3), 0.0, 0.0], [100.0, -50.0, 7.0]],  # p = (3/5, 1/5, 1/5); padding
+    ])
+    targets = np.array([[1, 2], [0, -1]])  # the padding's target is not even a token
+    weights = np.array([[1, 1], [1, 0]])
+    return logits, targets, weights
+
+
+def test_language_model_cross_entropy_by_hand():
+    logits, targets, weights = _lm_example()
+    # -(log 1/2 + log 1/3 + log 3/5) / 3 real tokens = log(2 * 3 * 5/3) / 3 = log(10) / 3.
+    expected = math.log(10) / 3
+    got = language_model_metrics(logits, targets, weights)
+    assert got == {"cross_entropy_error": pytest.approx(expected)}
+    acc = MetricAccumulator("language_model")  # streamed one sentence at a time
+    acc.update(logits[:1], targets[:1], weights[:1])
+    acc.update(logits[1:], targets[1:], weights[1:])
+    assert acc.result()["cross_entropy_error"] == pytest.approx(expected)
+    # Without weights every token counts (here: padding target 0 under the padding logits).
+    unmasked = language_model_metrics(logits, np.array([[1, 2], [0, 0]]))
+    assert unmasked["cross_entropy_error"] == pytest.approx(
+        (math.log(10) + 100 - math.log(math.exp(100) + math.exp(-50) + math.exp(7))) / 4)
+
+
+def test_language_model_chunks_agree(monkeypatch):
+    rng = np.random.default_rng(2)
+    logits = rng.normal(0, 3, (4, 9, 11)).astype(np.float32)
+    targets = rng.integers(0, 11, (4, 9))
+    weights = (rng.random((4, 9)) < 0.8).astype(float)
+    whole = language_model_metrics(logits, targets, weights)["cross_entropy_error"]
+    log_probs = metrics.log_softmax(logits.astype(np.float64))
+    nll = -np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    assert whole == pytest.approx(float((nll * weights).sum() / weights.sum()), rel=1e-12)
+    monkeypatch.setattr(metrics, "_CHUNK", 25)  # 2 tokens per chunk
+    assert language_model_metrics(logits, targets, weights)["cross_entropy_error"] == pytest.approx(whole)
