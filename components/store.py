@@ -6,6 +6,7 @@
 <root>/<study>/.../<batch_size>/<trial_id>/metadata.json + measurements.csv
 <root>/<study>/report/                               aggregate's outputs
 <root>/datasets/<name>/<split>.npz + info.json       prepared splits (shared by studies)
+<root>/datasets/<name>/<split>/shard-NNNNN.npz        or streamed shards (large data sets)
 ```
 ``<root>`` is a local folder or gs://bucket/prefix (see ``components.storage``). The
 per-batch-size part below ``<study>/`` is exactly the paper's layout, so
@@ -24,14 +25,6 @@ from components.spec import SpecError, StudySpec, TrialSpec
 from components.storage import Storage, open_root
 
 DONE_STATUSES = ("COMPLETE", "INFEASIBLE")
-MEASUREMENT_COLUMNS = (
-    "step",
-    "train/cross_entropy_error",
-    "train/classification_error",
-    "val/cross_entropy_error",
-    "val/classification_error",
-    "wall_time",
-)
 NON_STUDY_DIRS = ("report",)
 
 
@@ -114,7 +107,13 @@ class StudyStore:
             buffer = io.BytesIO()
             np.savez(buffer, x=images, y=labels)
             self.fs.write_bytes(f"datasets/{name}/{split}.npz", buffer.getvalue())
+        self.write_dataset_info(name, info)
+
+    def write_dataset_info(self, name: str, info: dict) -> None:
         self.fs.write_text(f"datasets/{name}/info.json", json.dumps(info, indent=2))
+
+    def read_dataset_info(self, name: str) -> dict:
+        return json.loads(self.fs.read_text(f"datasets/{name}/info.json"))
 
     def read_split(self, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
         with np.load(io.BytesIO(self.fs.read_bytes(f"datasets/{name}/{split}.npz"))) as data:
@@ -137,8 +136,10 @@ def paper_study_json(spec: StudySpec, batch_size: int) -> dict:
 
 
 def measurements_csv(rows: list[dict]) -> str:
+    """The paper's measurements.csv: ``step``, then ``<split>/<metric>`` columns, then wall time."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=MEASUREMENT_COLUMNS, extrasaction="ignore")
+    metrics = sorted({k for row in rows for k in row} - {"step", "wall_time"})
+    writer = csv.DictWriter(buffer, fieldnames=["step", *metrics, "wall_time"], extrasaction="ignore")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
