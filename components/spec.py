@@ -21,14 +21,26 @@ DIRECTIONS = ("minimize", "maximize")
 BACKENDS = ("jax", "tensorflow")
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 RESERVED_NAMES = ("datasets",)
-# Metaparameters the trainer understands, with the values each may take.
+# Metaparameters the trainer understands, with the values each may take: (lowest,
+# highest, allowed), bounds inclusive unless ``allowed`` says otherwise (see
+# spec_validation._check_value). Which ones a study needs depends on its optimizer and
+# schedule (components.train_trial.schedules.SCHEDULE_PARAMETERS, Appendix C).
 PARAMETER_BOUNDS = {
-    "learning_rate": (0.0, math.inf, "a number > 0"),
+    "learning_rate": (0.0, math.inf, "a number > 0"),  # eta_0
     "momentum": (0.0, 1.0, "a number in [0, 1)"),
     "label_smoothing": (0.0, 1.0, "a number in [0, 1)"),
-    "end_learning_rate_factor": (0.0, 1.0, "a number in (0, 1]"),
-    "decay_steps": (0.0, math.inf, "an integer >= 1"),
+    "l2_penalty": (0.0, math.inf, "a number >= 0"),  # (l2_penalty / 2) ||W||^2 on weight matrices
+    "end_learning_rate_factor": (0.0, 1.0, "a number in (0, 1]"),  # alpha
+    "decay_steps": (1.0, math.inf, "an integer >= 1"),  # T
+    # T as a fraction of each batch size's budget (the trainer rounds it to decay_steps);
+    # an alternative to decay_steps that transfers across batch sizes.
+    "decay_fraction": (0.0, math.inf, "a number > 0"),
+    "power": (0.0, math.inf, "a number > 0"),  # lambda of the (inverse) exponential polynomial
+    "decay_events": (1.0, math.inf, "an integer >= 1"),  # drops of piecewise_linear
+    "warmup_steps": (0.0, math.inf, "an integer >= 0"),  # linear warm-up, any schedule
 }
+# Parameters that only take integer values (searched as INTEGER, rounded to the nearest).
+INTEGER_PARAMETERS = frozenset({"decay_steps", "decay_events", "warmup_steps"})
 
 
 class SpecError(ValueError):
@@ -90,11 +102,24 @@ class Goal:
         return f"{self.metric}{'<' if self.direction == 'minimize' else '>'}{self.value:g}"
 
 
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
 @dataclass(frozen=True)
 class Workload:
+    """What is trained: data set, model and optimizer by name, plus how.
+
+    ``precision``: a Keras dtype policy; mixed precision computes in 16 bits but keeps
+    variables and the logits the metrics see in float32, so metrics keep their meaning.
+    ``options``: data-set options (e.g. ImageNet's ``image_size``), each an integer
+    the data set declares.
+    """
+
     dataset: str
     model: str
     optimizer: str
+    precision: str = "float32"
+    options: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -161,7 +186,8 @@ class StudySpec:
 
 def _compact(p: dict) -> dict:
     """Drop unset fields so a parameter reads as it would be written in YAML."""
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items() if v not in (None, False)}
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()
+            if v is not None and v is not False}
 
 
 @dataclass(frozen=True)
@@ -182,25 +208,36 @@ class TrialSpec:
 
 
 # ---- loading ----------------------------------------------------------------------
-def default_spec_dict() -> dict:
-    """The embedded default study (quickstart.yaml shipped inside the package)."""
+def shipped_studies() -> list[str]:
+    """Names of the example specs shipped inside the package (components/studies/*.yaml)."""
+    return sorted(p.name[:-5] for p in resources.files("components.studies").iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def default_spec_dict(name: str = "quickstart") -> dict:
+    """A shipped spec by name; quickstart (the embedded default study) unless told."""
     import yaml
 
-    text = resources.files("components.studies").joinpath("quickstart.yaml").read_text()
+    text = resources.files("components.studies").joinpath(f"{name}.yaml").read_text()
     return yaml.safe_load(text)
 
 
 def load_spec_dict(path: str | None) -> dict:
-    """A spec dict from a YAML file, or the embedded default when ``path`` is None."""
+    """A spec dict from a YAML file or a shipped study's name; quickstart when None."""
     if path is None:
         return default_spec_dict()
+    import os
+
     import yaml
 
+    if not os.path.exists(path) and path in shipped_studies():
+        return default_spec_dict(path)
     try:
         with open(path) as fh:
             raw = yaml.safe_load(fh)
     except FileNotFoundError:
-        raise SpecError(f"spec file: {path} does not exist") from None
+        raise SpecError(f"spec file: {path} does not exist (shipped studies: "
+                        f"{', '.join(shipped_studies())})") from None
     except yaml.YAMLError as err:
         raise SpecError(f"spec file: {path} is not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(raw, dict):

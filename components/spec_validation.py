@@ -14,7 +14,9 @@ from dataclasses import fields
 from components.spec import (
     BACKENDS,
     DIRECTIONS,
+    INTEGER_PARAMETERS,
     PARAMETER_BOUNDS,
+    PRECISIONS,
     RESERVED_NAMES,
     SCALES,
     STUDY_NAME,
@@ -27,11 +29,20 @@ from components.spec import (
 from components.spec import (
     fail_field as _fail,
 )
-from components.train_trial.schedules import OPTIMIZERS, SCHEDULES
+from components.train_trial.schedules import (
+    OPTIMIZERS,
+    SCHEDULE_OPTIONAL_PARAMETERS,
+    SCHEDULE_PARAMETERS,
+    SCHEDULES,
+)
 from components.workloads import check_model_name, get_dataset
+from components.workloads.defaults import workload_defaults
 
 _TOP_KEYS = {f.name for f in fields(StudySpec)}
-_REQUIRED = ("name", "store", "workload", "batch_sizes", "search_space", "goals", "max_steps")
+_REQUIRED = ("name", "store", "workload")
+# Fields a workload's defaults (components.workloads.defaults) can fill in.
+_DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space", "fixed", "goals",
+                "max_steps")
 
 
 def _number(field_name, value, integer=False):
@@ -69,6 +80,7 @@ def parse_spec(raw: dict) -> StudySpec:
 
     workload = _parse_workload(raw["workload"])
     dataset = get_dataset(workload.dataset)
+    raw = _with_defaults(raw, workload, dataset)
     batch_sizes = _parse_batch_sizes(raw["batch_sizes"], dataset)
     trials = _number("trials_per_batch_size", raw.get("trials_per_batch_size", 1), integer=True)
     if trials < 1:
@@ -94,17 +106,70 @@ def parse_spec(raw: dict) -> StudySpec:
 
 
 def _parse_workload(raw) -> Workload:
-    if not isinstance(raw, dict) or set(raw) != {"dataset", "model", "optimizer"}:
-        _fail("workload", "must have exactly the keys dataset, model, optimizer")
-    for key, check in (("dataset", get_dataset), ("model", check_model_name)):
-        try:
-            check(str(raw[key]))
-        except ValueError as err:
-            _fail(f"workload.{key}", str(err))
-    if raw["optimizer"] not in OPTIMIZERS:
+    allowed = {"dataset", "model", "optimizer", "precision", "options"}
+    if not isinstance(raw, dict) or not {"dataset", "model"} <= set(raw) <= allowed:
+        _fail("workload", "must have keys dataset and model, optionally optimizer, precision, options")
+    try:
+        dataset = get_dataset(str(raw["dataset"]))
+    except ValueError as err:
+        _fail("workload.dataset", str(err))
+    try:
+        check_model_name(str(raw["model"]), dataset.task)
+    except ValueError as err:
+        _fail("workload.model", f"{err} (dataset {dataset.name} is {dataset.task.replace('_', ' ')})")
+    defaults = workload_defaults(dataset.name, str(raw["model"]))
+    optimizer = raw.get("optimizer") or (defaults.optimizer if defaults else None)
+    if optimizer not in OPTIMIZERS:
         _fail("workload.optimizer",
-              f"unknown optimizer {raw['optimizer']!r}; allowed: {', '.join(OPTIMIZERS)}")
-    return Workload(str(raw["dataset"]), str(raw["model"]), str(raw["optimizer"]))
+              f"{'unknown optimizer ' + repr(optimizer) if optimizer else 'is required'}; "
+              f"allowed: {', '.join(OPTIMIZERS)}")
+    precision = raw.get("precision", "float32")
+    if precision not in PRECISIONS:
+        _fail("workload.precision", f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+    options = raw.get("options") or {}
+    if not isinstance(options, dict):
+        _fail("workload.options", f"must map option names to integers; {dataset.name} accepts "
+              f"{', '.join(dataset.options) or 'none'}")
+    for key, value in options.items():
+        if key not in dataset.options:
+            _fail(f"workload.options.{key}", f"unknown option for {dataset.name}; allowed: "
+                  f"{', '.join(sorted(dataset.options)) or 'none'}")
+        if _number(f"workload.options.{key}", value, integer=True) < 1:
+            _fail(f"workload.options.{key}", f"{value} must be a positive integer")
+    options = {k: int(v) for k, v in sorted(options.items())}
+    return Workload(dataset.name, str(raw["model"]), optimizer, precision, options)
+
+
+def _with_defaults(raw: dict, workload: Workload, dataset) -> dict:
+    """``raw`` with the workload's defaults filled in where the spec leaves fields out."""
+    defaults = workload_defaults(workload.dataset, workload.model)
+    missing = [key for key in _DEFAULTABLE if raw.get(key) is None]  # absent; [] is an error
+    if not missing:
+        return raw
+    if defaults is None:
+        for key in ("batch_sizes", "search_space", "goals", "max_steps"):
+            if key in missing:
+                _fail(key, f"is required (no workload defaults for {workload.dataset}/{workload.model}; "
+                      "`batchscale workloads` lists the workloads that have them)")
+        return raw
+    filled = dict(raw)
+    sizes = raw.get("batch_sizes") or list(defaults.batch_sizes)
+    train = dataset.split_sizes["train"]
+    values = {
+        "batch_sizes": list(defaults.batch_sizes),
+        "trials_per_batch_size": defaults.trials,
+        "schedule": defaults.schedule,
+        "search_space": defaults.search_space,
+        "fixed": defaults.fixed,
+        "goals": [defaults.goal],
+        "max_steps": {int(b): defaults.budget(int(b), train) for b in sizes
+                      if isinstance(b, (int, float)) and b >= 1},
+    }
+    if "schedule" in missing and raw.get("search_space"):
+        values["schedule"] = "constant"  # a hand-written search space keeps the plain default
+    for key in missing:
+        filled[key] = values[key]
+    return filled
 
 
 def _parse_batch_sizes(raw, dataset) -> tuple[int, ...]:
@@ -155,19 +220,21 @@ def _parse_space(raw) -> tuple[Parameter, ...]:
         for v in (lo, hi):
             _check_value(where, name, v)
         params.append(Parameter(name, cfg["scale"], float(lo), float(hi),
-                                integer=bool(cfg.get("integer", name == "decay_steps"))))
+                                integer=name in INTEGER_PARAMETERS or bool(cfg.get("integer", False))))
     # Canonical order: the i-th parameter takes the i-th Halton dimension, and a dict that
     # crossed KFP (a protobuf Struct) does not keep its key order.
     return tuple(sorted(params, key=lambda p: p.name))
 
 
 def _check_value(where, name, value):
+    """``value`` within PARAMETER_BOUNDS[name]; the open ends are named here."""
     lo, hi, allowed = PARAMETER_BOUNDS[name]
     bad = (
         value < lo or value > hi
         or (name in ("momentum", "label_smoothing") and value >= 1)
-        or (name in ("learning_rate", "end_learning_rate_factor") and value <= 0)
-        or (name == "decay_steps" and value < 1)
+        or (name in ("learning_rate", "end_learning_rate_factor", "power", "decay_fraction")
+            and value <= 0)
+        or (name in INTEGER_PARAMETERS and not float(value).is_integer())
     )
     if bad:
         _fail(where, f"{value} is out of range; {name} must be {allowed}")
@@ -194,14 +261,46 @@ def _check_parameters(optimizer, schedule, space, fixed):
     elif "momentum" in given:
         _fail("search_space.momentum", "optimizer sgd has no momentum; use momentum or "
               "nesterov_momentum, or drop the parameter")
-    if schedule == "linear":
-        needed |= {"end_learning_rate_factor", "decay_steps"}
-    elif given & {"end_learning_rate_factor", "decay_steps"}:
-        _fail("schedule", "end_learning_rate_factor/decay_steps need schedule: linear")
-    missing = sorted(needed - given)
+
+    def where(name):
+        return f"fixed.{name}" if name in fixed else f"search_space.{name}"
+
+    # decay_fraction (T as a fraction of the budget) stands in for decay_steps.
+    given_as_steps = {"decay_steps" if n == "decay_fraction" else n for n in given}
+    if {"decay_steps", "decay_fraction"} <= given:
+        _fail(where("decay_fraction"), "give decay_steps or decay_fraction, not both")
+    needed |= set(SCHEDULE_PARAMETERS[schedule])
+    usable = needed | set(SCHEDULE_OPTIONAL_PARAMETERS[schedule])
+    # Parameters read only by the learning-rate schedule (learning_rate is needed by all).
+    schedule_only = {n for s in SCHEDULES
+                     for n in (*SCHEDULE_PARAMETERS[s], *SCHEDULE_OPTIONAL_PARAMETERS[s])}
+    unused = sorted(n for n in given if n in schedule_only | {"decay_fraction"}
+                    and ("decay_steps" if n == "decay_fraction" else n) not in usable)
+    if unused:
+        takes = ", ".join([*SCHEDULE_PARAMETERS[schedule],
+                           *(f"{n} (optional)" for n in SCHEDULE_OPTIONAL_PARAMETERS[schedule])])
+        as_steps = "decay_steps" if unused[0] == "decay_fraction" else unused[0]
+        users = [s for s in SCHEDULES if as_steps in SCHEDULE_PARAMETERS[s]]
+        _fail(where(unused[0]), f"schedule {schedule} does not use {unused[0]} (it takes {takes}); "
+              f"drop it or use schedule: {' or '.join(users)}")
+    missing = sorted(needed - given_as_steps)
     if missing:
         _fail("search_space", f"{missing[0]} is needed by {optimizer}/{schedule}; "
               "search it or set it under fixed")
+
+    def reach(name):
+        """The smallest and largest value a trial can give ``name``."""
+        if name in fixed:
+            return fixed[name], fixed[name]
+        p = next(p for p in space if p.name == name)
+        return (min(p.values), max(p.values)) if p.scale == "discrete" else (p.min, p.max)
+
+    # (With decay_fraction, T depends on the budget: the trial itself refuses W >= T.)
+    if "warmup_steps" in given and "decay_steps" in given:
+        longest_warmup, shortest_decay = reach("warmup_steps")[1], reach("decay_steps")[0]
+        if longest_warmup >= shortest_decay:
+            _fail(where("warmup_steps"), f"reaches {longest_warmup:g} steps but must stay < decay_steps "
+                  f"(as low as {shortest_decay:g}): the warm-up ends before the decay does")
 
 
 def _parse_goals(raw, dataset) -> tuple[Goal, ...]:

@@ -4,6 +4,7 @@
   batchscale compile [SPEC]         the pipeline YAML for Kubeflow Pipelines
   batchscale report STORE/STUDY     the steps-to-result table, and the report rewritten
   batchscale validate [SPEC]        check a spec (and its flags) without running anything
+  batchscale workloads [--json]     the workloads with defaults: goal, search space, budgets
 
 SPEC is a YAML file; without it the embedded default study (quickstart) is used. Flags
 override fields of the spec. A bad spec exits with status 2 and one line naming the
@@ -26,8 +27,12 @@ POLL_SECONDS = 3.0
 
 
 def _spec_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", nargs="?", help="study spec YAML (default: the embedded quickstart)")
+    parser.add_argument("spec", nargs="?", help="study spec YAML, or a shipped study's name "
+                        "(quickstart, toy_resnet8); default: quickstart")
     group = parser.add_argument_group("spec overrides")
+    group.add_argument("--workload", metavar="DATASET/MODEL",
+                       help="start from that workload's defaults instead of the quickstart "
+                            "(see `batchscale workloads`)")
     group.add_argument("--name", help="study name (a folder under the store root)")
     group.add_argument("--store", help="store root: a local folder or gs://bucket/prefix")
     group.add_argument("--dataset")
@@ -45,7 +50,12 @@ def _spec_args(parser: argparse.ArgumentParser) -> None:
 
 def build_spec(args: argparse.Namespace) -> StudySpec:
     """The validated spec from the file (or default) with command-line overrides."""
-    raw = load_spec_dict(args.spec)
+    if args.workload and args.spec is None:
+        dataset, _, model = args.workload.partition("/")
+        raw = {"name": f"{dataset}-{model}".replace("/", "-"), "store": "./batchscale-store",
+               "workload": {"dataset": dataset, "model": model}}
+    else:
+        raw = load_spec_dict(args.spec)
     for key in ("name", "store", "seed", "backend", "parallelism"):
         if getattr(args, key) is not None:
             raw[key] = getattr(args, key)
@@ -206,6 +216,14 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def cmd_workloads(args) -> int:
+    from pipelines.workloads_table import format_workloads, workload_rows
+
+    rows = workload_rows()
+    print(json.dumps(rows, indent=2) if args.json else format_workloads(rows))
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchscale", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -226,6 +244,9 @@ def make_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check a spec and print it resolved")
     _spec_args(val)
     val.set_defaults(func=cmd_validate)
+    wl = sub.add_parser("workloads", help="list the workloads with defaults (goal, search space, budgets)")
+    wl.add_argument("--json", action="store_true", help="one JSON object per workload")
+    wl.set_defaults(func=cmd_workloads)
     return parser
 
 

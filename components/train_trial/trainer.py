@@ -2,15 +2,16 @@
 early stop at the goals, divergence recorded as data (status INFEASIBLE).
 
 Written against Keras 3's backend-agnostic API, so the same code runs on the JAX and
-TensorFlow backends. Small data sets are fed from in-memory arrays: training on them
-needs no TensorFlow at all on the JAX backend.
+TensorFlow backends, on one device or data-parallel over a pod's accelerators (see
+``keras_setup``). Every data set arrives through an input pipeline
+(``components.workloads.inputs``): in-memory ones are trained many steps per ``fit``
+call from arrays (no TensorFlow needed on JAX), streamed ones from their batch iterator.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-import os
-import sys
 import time
 import zlib
 
@@ -19,55 +20,18 @@ import numpy as np
 from components.goal_detection.goals import all_goals_reached
 from components.spec import StudySpec, TrialSpec
 from components.store import StudyStore
-from components.train_trial.evaluation import (
-    EpochPermutations,
-    classification_metrics,
-    evaluation_steps,
+from components.train_trial.evaluation import EpochPermutations, evaluation_steps
+from components.train_trial.keras_setup import (  # noqa: F401  (select_backend/seed_keras re-exported)
+    make_loss,
+    replicas_for,
+    seed_keras,
+    select_backend,
+    training_scope,
 )
 from components.workloads import build_model, get_dataset
+from components.workloads.datasets import open_pipeline
 
 FLUSH_SECONDS = 5.0  # how often measurements reach the store while a trial runs
-
-
-def select_backend(backend: str) -> None:
-    """Make ``backend`` Keras' backend; it cannot change once keras is imported."""
-    if "keras" in sys.modules:
-        import keras
-
-        if keras.backend.backend() != backend:
-            raise RuntimeError(
-                f"keras already imported with backend {keras.backend.backend()!r}; "
-                f"run the trial in a fresh process to use {backend!r}"
-            )
-        return
-    os.environ["KERAS_BACKEND"] = backend
-
-
-def seed_keras(seed: int, backend: str) -> None:
-    """Seed Python, NumPy and Keras' global seed generator.
-
-    ``keras.utils.set_random_seed`` also imports TensorFlow to seed it whenever TF is
-    installed, which costs seconds per trial on the JAX backend for nothing; there we
-    do its Keras part directly and fall back to it if Keras' internals move.
-    """
-    import keras
-
-    if backend != "jax":
-        keras.utils.set_random_seed(seed)
-        return
-    try:
-        import random
-
-        from keras.src.backend.common import global_state
-        from keras.src.random import seed_generator
-        from keras.src.utils import rng_utils
-
-        global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
-        global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
-        random.seed(seed)
-        np.random.seed(seed)
-    except (ImportError, AttributeError):
-        keras.utils.set_random_seed(seed)
 
 
 def trial_seed(spec: StudySpec, trial: TrialSpec) -> int:
@@ -80,6 +44,15 @@ def effective_learning_rate(parameters: dict) -> float:
     return parameters["learning_rate"] / (1.0 - parameters.get("momentum", 0.0))
 
 
+def resolve_parameters(parameters: dict, max_steps: int) -> dict:
+    """The trial's metaparameters as the trainer uses them: ``decay_fraction`` (a search
+    space that transfers across batch sizes) becomes ``decay_steps`` of this budget."""
+    params = dict(parameters)
+    if "decay_fraction" in params:
+        params["decay_steps"] = max(1, round(params.pop("decay_fraction") * max_steps))
+    return params
+
+
 def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -> dict:
     """Train ``trial`` unless the store holds it COMPLETE or INFEASIBLE; return its metadata."""
     existing = store.read_metadata(spec, trial)
@@ -88,81 +61,67 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
         return existing
 
     select_backend(spec.backend)
-    import keras
-
+    from components.train_trial.evaluator import Evaluator
     from components.train_trial.optimizer import make_optimizer
     from components.train_trial.schedules import make_keras_schedule
 
-    dataset = get_dataset(spec.workload.dataset)
-    x_train, y_train = _load(store, dataset, "train")
-    x_val, y_val = _load(store, dataset, "validation")
+    pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
     seed = trial_seed(spec, trial)
-    subset = _train_eval_subset(len(x_train), spec.evaluation.train_examples, seed)
-    params = trial.parameters
     max_steps = spec.max_steps[trial.batch_size]
+    params = resolve_parameters(trial.parameters, max_steps)
+    replicas = 1
 
     seed_keras(seed, spec.backend)
-    model = build_model(spec.workload.model, dataset.image_shape, dataset.num_classes)
-    schedule = make_keras_schedule(
-        spec.schedule, params["learning_rate"],
-        params.get("end_learning_rate_factor", 1.0), int(params.get("decay_steps", 1)),
-    )
-    model.compile(
-        optimizer=make_optimizer(spec.workload.optimizer, schedule, params.get("momentum", 0.0)),
-        loss=keras.losses.CategoricalCrossentropy(
-            from_logits=True, label_smoothing=params.get("label_smoothing", 0.0)),
-    )
-    one_hot = np.eye(dataset.num_classes, dtype=np.float32)[y_train]
-    batches = EpochPermutations(len(x_train), trial.batch_size, seed)
+    with training_scope(spec.backend, spec.workload.precision, trial.batch_size, log):
+        replicas = _replicas(spec.backend, trial.batch_size)
+        model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
+                            task=pipeline.task)
+        optimizer = make_optimizer(spec.workload.optimizer, make_keras_schedule(spec.schedule, params),
+                                   params.get("momentum", 0.0), params.get("l2_penalty", 0.0))
+        model.compile(optimizer=optimizer, loss=make_loss(pipeline.task, params.get("label_smoothing", 0.0)))
+        evaluate = Evaluator(model, pipeline, spec.evaluation.train_examples, seed, replicas)
+        train = _trainer(model, pipeline, trial.batch_size, seed)
 
-    metadata = {
-        "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": params,
-        "effective_learning_rate": effective_learning_rate(params), "status": "INCOMPLETE",
-        "steps": 0, "max_steps": max_steps, "backend": spec.backend,
-    }
-    store.write_metadata(spec, trial, metadata)
+        metadata = {
+            "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
+            "effective_learning_rate": effective_learning_rate(params), "status": "INCOMPLETE",
+            "steps": 0, "max_steps": max_steps, "backend": spec.backend,
+            "precision": spec.workload.precision, "replicas": replicas,
+        }
+        if params != trial.parameters:
+            metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
+        store.write_metadata(spec, trial, metadata)
+        watched = f"val/{spec.goals[0].metric}"
 
-    eval_sets = {"train": (x_train[subset], y_train[subset]), "val": (x_val, y_val)}
-
-    def evaluate(step: int, started: float) -> dict:
-        row = {"step": step}
-        for split, (x, y) in eval_sets.items():
-            for name, value in classification_metrics(_logits(model, x), y).items():
-                row[f"{split}/{name}"] = value
-        row["wall_time"] = time.time() - started
-        return row
-
-    started = last_flush = time.time()
-    train_seconds, rows, status, reason, step = 0.0, [], "COMPLETE", "budget", 0
-    rows.append(evaluate(0, started))
-    initial_loss = rows[0]["train/cross_entropy_error"]
-    for target in evaluation_steps(max_steps, spec.evaluation.resolution)[1:]:
-        indices = batches.take(target - step)
-        tick = time.time()
-        history = model.fit(x_train[indices], one_hot[indices], batch_size=trial.batch_size,
-                            epochs=1, shuffle=False, verbose=0)
-        train_seconds += time.time() - tick
-        step = target
-        rows.append(evaluate(step, started))
-        loss = rows[-1]["train/cross_entropy_error"]
-        if (not math.isfinite(history.history["loss"][-1]) or not math.isfinite(loss)
-                or loss > spec.evaluation.divergence_factor * initial_loss):
-            status, reason = "INFEASIBLE", "diverged"
-            break
-        if all_goals_reached(rows, spec.goals):
-            reason = "goal"
-            break
-        if time.time() - last_flush > FLUSH_SECONDS:
-            store.write_measurements(spec, trial, rows)
-            metadata["steps"] = step
-            store.write_metadata(spec, trial, metadata)
-            last_flush = time.time()
-            log(f"trial {trial.batch_size}/{trial.trial_id}: step {step}/{max_steps} "
-                f"val error {rows[-1]['val/classification_error']:.4f}")
+        started = last_flush = time.time()
+        train_seconds, rows, status, reason, step = 0.0, [], "COMPLETE", "budget", 0
+        rows.append(evaluate(0, started))
+        initial_loss = rows[0]["train/cross_entropy_error"]
+        for target in evaluation_steps(max_steps, spec.evaluation.resolution)[1:]:
+            tick = time.time()
+            last_loss = train(target - step)
+            train_seconds += time.time() - tick
+            step = target
+            rows.append(evaluate(step, started))
+            loss = rows[-1]["train/cross_entropy_error"]
+            if (not math.isfinite(last_loss) or not math.isfinite(loss)
+                    or loss > spec.evaluation.divergence_factor * initial_loss):
+                status, reason = "INFEASIBLE", "diverged"
+                break
+            if all_goals_reached(rows, spec.goals):
+                reason = "goal"
+                break
+            if time.time() - last_flush > FLUSH_SECONDS:
+                store.write_measurements(spec, trial, rows)
+                metadata["steps"] = step
+                store.write_metadata(spec, trial, metadata)
+                last_flush = time.time()
+                log(f"trial {trial.batch_size}/{trial.trial_id}: step {step}/{max_steps} "
+                    f"{watched} {rows[-1][watched]:.4f}")
 
     metadata.update(
         status=status, stop_reason=reason, steps=step,
-        epochs=step * trial.batch_size / len(x_train),
+        epochs=step * trial.batch_size / pipeline.num_train_examples,
         examples_per_second=step * trial.batch_size / train_seconds if train_seconds else None,
         wall_time=time.time() - started,
     )
@@ -173,18 +132,59 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
     return metadata
 
 
-def _load(store: StudyStore, dataset, split: str):
-    images, labels = store.read_split(dataset.name, split)
-    return (images.astype(np.float32) / dataset.pixel_max), labels
+def _replicas(backend: str, batch_size: int) -> int:
+    """Replicas the global batch is split over inside ``training_scope``."""
+    if backend == "jax":
+        import keras
+
+        distribution = keras.distribution.distribution()
+        return int(np.prod(distribution.device_mesh.shape)) if distribution is not None else 1
+    import tensorflow as tf
+
+    return tf.distribute.get_strategy().num_replicas_in_sync
 
 
-def _train_eval_subset(num_examples: int, size: int, seed: int) -> np.ndarray:
-    """Fixed examples on which training metrics are measured (all when ``size`` is 0)."""
-    if size == 0 or size >= num_examples:
-        return np.arange(num_examples)
-    return np.sort(np.random.default_rng(seed).choice(num_examples, size, replace=False))
+def _trainer(model, pipeline, batch_size: int, seed: int):
+    """A function ``train(steps) -> last training loss`` that takes ``steps`` optimizer steps.
+
+    In-memory data: the batches of all those steps are sliced from the arrays and fed to
+    one ``fit`` call (fast: no per-step Python). Streamed data: ``fit`` pulls exactly
+    ``steps`` batches from the pipeline's endless iterator, which persists across calls.
+    """
+    num_outputs = pipeline.num_outputs
+    if pipeline.in_memory and pipeline.task == "classification":
+        x, y = pipeline.arrays("train")
+        one_hot = np.eye(num_outputs, dtype=np.float32)[y]
+        order = EpochPermutations(len(x), batch_size, seed)
+
+        def train_arrays(steps: int) -> float:
+            indices = order.take(steps)
+            history = model.fit(x[indices], one_hot[indices], batch_size=batch_size, epochs=1,
+                                shuffle=False, verbose=0)
+            return history.history["loss"][-1]
+
+        return train_arrays
+
+    batches = pipeline.train_batches(batch_size, seed)
+    length = getattr(pipeline, "train_length", None)
+
+    def feed(steps: int):
+        for batch in itertools.islice(batches, steps):
+            yield _model_batch(batch, pipeline.task, num_outputs, length)
+
+    def train_stream(steps: int) -> float:
+        history = model.fit(feed(steps), steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
+        return history.history["loss"][-1]
+
+    return train_stream
 
 
-def _logits(model, x: np.ndarray, chunk: int = 2048) -> np.ndarray:
-    return np.concatenate([np.asarray(model.predict_on_batch(x[i:i + chunk]))
-                           for i in range(0, len(x), chunk)])
+def _model_batch(batch: tuple, task: str, num_outputs: int, length: int | None) -> tuple:
+    """A pipeline batch as the loss wants it: one-hot labels for softmax classification;
+    token batches padded to the training length, so the model sees one shape."""
+    if task == "classification":
+        return batch[0], np.eye(num_outputs, dtype=np.float32)[batch[1]]
+    if task == "language_model" and length and batch[0].shape[1] < length:
+        pad = ((0, 0), (0, length - batch[0].shape[1]))
+        return tuple(np.pad(part, pad) for part in batch)
+    return batch

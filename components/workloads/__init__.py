@@ -7,13 +7,15 @@ import their heavy libraries only when called.
 """
 
 from components.workloads.datasets import DATASETS, DatasetInfo, get_dataset
-from components.workloads.models import MODEL_FAMILIES, build_model, check_model_name
+from components.workloads.models import MODEL_FAMILIES, TASKS, build_model, check_model_name, model_tasks
 
 __all__ = [
     "DATASETS",
     "DatasetInfo",
     "MODEL_FAMILIES",
+    "TASKS",
     "build_model",
     "check_model_name",
     "get_dataset",
+    "model_tasks",
 ]

@@ -56,10 +56,10 @@ def _with(path, value):
 
 
 BAD_SPECS = [
-    (_with("workload.dataset", "imagenet9"), "workload.dataset", "allowed: digits"),
+    (_with("workload.dataset", "imagenet9"), "workload.dataset", "allowed: c4, cifar_10, digits"),
     (_with("workload.model", "resnet_999"), "workload.model", "simple_cnn_base"),
     (_with("workload.optimizer", "adam"), "workload.optimizer", "nesterov_momentum"),
-    (_with("batch_sizes", []), "batch_sizes", "required"),
+    (_with("batch_sizes", []), "batch_sizes", "must be a non-empty list"),
     (_with("batch_sizes", [8, 0, 16]), "batch_sizes", "positive"),
     (_with("batch_sizes", [8, -4]), "batch_sizes", "positive"),
     (_with("batch_sizes", [8, 4001]), "batch_sizes", "1..4000"),
@@ -82,7 +82,7 @@ BAD_SPECS = [
     (_with("trials_per_batch_size", 0), "trials_per_batch_size", ">= 1"),
     (_with("backend", "torch"), "backend", "jax, tensorflow"),
     (_with("store", "gs://"), "store", "gs://bucket"),
-    (_with("schedule", "cosine"), "schedule", "constant, linear"),
+    (_with("schedule", "cosine_restarts"), "schedule", "constant, linear, cosine, exponential_polynomial"),
     ({**default_spec_dict(), "colour": "red"}, "colour", "unknown field"),
 ]
 
@@ -120,3 +120,115 @@ def test_spec_file_errors_are_one_line(tmp_path):
     with pytest.raises(SpecError, match="not valid YAML") as err:
         load_spec_dict(str(bad))
     assert "\n" not in str(err.value)
+
+
+def _scheduled(schedule, **fixed):
+    raw = _with("schedule", schedule)
+    raw["fixed"].update(fixed)
+    return raw
+
+
+DECAY = {"end_learning_rate_factor": 0.01, "decay_steps": 400}
+SCHEDULE_FIXED = {
+    "constant": {},
+    "linear": DECAY,
+    "cosine": DECAY,
+    "exponential_polynomial": {**DECAY, "power": 2.0},
+    "inverse_exponential_polynomial": {**DECAY, "power": 0.5},
+    "exponential": DECAY,
+    "piecewise_linear": {**DECAY, "decay_events": 3},
+}
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULE_FIXED))
+def test_every_schedule_takes_its_parameters_plus_warmup_and_l2(schedule):
+    spec = StudySpec.from_dict(_scheduled(schedule, **SCHEDULE_FIXED[schedule]))
+    assert spec.schedule == schedule
+    spec = StudySpec.from_dict(_scheduled(schedule, **SCHEDULE_FIXED[schedule], warmup_steps=20,
+                                          l2_penalty=5e-4))
+    assert spec.fixed["warmup_steps"] == 20 and spec.fixed["l2_penalty"] == 5e-4
+    assert StudySpec.from_dict(_floats(spec.to_dict())) == spec
+
+
+def test_decay_fraction_stands_in_for_decay_steps():
+    raw = _scheduled("exponential", end_learning_rate_factor=0.1)
+    raw["search_space"]["decay_fraction"] = {"scale": "linear", "min": 0.5, "max": 1.0}
+    spec = StudySpec.from_dict(raw)
+    assert not {p.name: p for p in spec.search_space}["decay_fraction"].integer
+
+
+def test_schedule_parameters_can_be_searched_as_integers():
+    raw = _with("schedule", "piecewise_linear")
+    raw["search_space"].update({
+        "end_learning_rate_factor": {"scale": "log", "min": 0.001, "max": 0.1},
+        "decay_steps": {"scale": "linear", "min": 100, "max": 1000},
+        "decay_events": {"scale": "discrete", "values": [1, 3, 5]},
+        "warmup_steps": {"scale": "linear", "min": 1, "max": 50},
+        "l2_penalty": {"scale": "log", "min": 1e-5, "max": 1e-3},
+    })
+    spec = StudySpec.from_dict(raw)
+    params = {p.name: p for p in spec.search_space}
+    assert params["decay_steps"].integer and params["warmup_steps"].integer
+    assert not params["l2_penalty"].integer and not params["end_learning_rate_factor"].integer
+    assert isinstance(params["warmup_steps"].from_unit(0.37), int)
+    assert StudySpec.from_dict(_floats(spec.to_dict())) == spec
+
+
+PARAMETER_ERRORS = [
+    (_scheduled("exponential_polynomial", **DECAY), "^search_space: power is needed by "
+     "nesterov_momentum/exponential_polynomial; search it or set it under fixed$"),
+    (_scheduled("piecewise_linear", **DECAY), "^search_space: decay_events is needed"),
+    (_scheduled("cosine", end_learning_rate_factor=0.1), "^search_space: decay_steps is needed"),
+    (_scheduled("linear", **DECAY, power=2.0), "^fixed.power: schedule linear does not use power "
+     r"\(it takes end_learning_rate_factor, decay_steps, warmup_steps \(optional\)\); drop it or use "
+     "schedule: exponential_polynomial or inverse_exponential_polynomial$"),
+    (_scheduled("constant", decay_steps=100), "^fixed.decay_steps: schedule constant does not use"),
+    (_scheduled("exponential", **DECAY, decay_events=3),
+     "^fixed.decay_events: .*use schedule: piecewise_linear$"),
+    (_with("search_space.decay_steps", {"scale": "linear", "min": 10, "max": 100}),
+     "^search_space.decay_steps: schedule constant does not use decay_steps"),
+    (_scheduled("linear", **DECAY, warmup_steps=400), "^fixed.warmup_steps: reaches 400 steps but must "
+     r"stay < decay_steps \(as low as 400\)"),
+    (_scheduled("linear", **{**DECAY, "decay_steps": 10.5}), "^fixed.decay_steps: 10.5 is out of range; "
+     "decay_steps must be an integer >= 1$"),
+    (_scheduled("linear", **{**DECAY, "decay_steps": 0}), "^fixed.decay_steps: 0 is out of range"),
+    (_scheduled("piecewise_linear", **DECAY, decay_events=0), "^fixed.decay_events: 0 is out of range; "
+     "decay_events must be an integer >= 1$"),
+    (_scheduled("linear", **DECAY, warmup_steps=-1), "^fixed.warmup_steps: -1 is out of range; "
+     "warmup_steps must be an integer >= 0$"),
+    (_scheduled("linear", **DECAY, warmup_steps=2.5), "^fixed.warmup_steps: 2.5 is out of range"),
+    (_scheduled("exponential_polynomial", **DECAY, power=0), "^fixed.power: 0 is out of range; "
+     "power must be a number > 0$"),
+    (_scheduled("linear", **{**DECAY, "end_learning_rate_factor": 1.5}),
+     r"^fixed.end_learning_rate_factor: 1.5 is out of range; .* \(0, 1\]$"),
+    (_scheduled("linear", **DECAY, decay_fraction=0.5), "^fixed.decay_fraction: give decay_steps or "
+     "decay_fraction, not both$"),
+    (_scheduled("constant", decay_fraction=0.5), "^fixed.decay_fraction: schedule constant does not use "
+     "decay_fraction .*use schedule: linear or cosine"),
+    (_scheduled("linear", end_learning_rate_factor=0.1, decay_fraction=0), "^fixed.decay_fraction: 0 is out "
+     "of range; decay_fraction must be a number > 0$"),
+    (_scheduled("constant", l2_penalty=-1e-4), "^fixed.l2_penalty: -0.0001 is out of range; "
+     "l2_penalty must be a number >= 0$"),
+    (_scheduled("constant", l2_penalty="big"), "^fixed.l2_penalty: 'big' is not a finite number$"),
+]
+
+
+@pytest.mark.parametrize("raw,match", PARAMETER_ERRORS, ids=[str(i) for i in range(len(PARAMETER_ERRORS))])
+def test_schedule_parameter_errors_are_one_line(raw, match):
+    with pytest.raises(SpecError, match=match) as err:
+        StudySpec.from_dict(raw)
+    assert "\n" not in str(err.value)
+
+
+def test_warmup_range_must_end_before_the_shortest_decay():
+    raw = _with("schedule", "linear")
+    raw["fixed"]["end_learning_rate_factor"] = 0.1
+    raw["search_space"]["decay_steps"] = {"scale": "discrete", "values": [200, 400]}
+    raw["search_space"]["warmup_steps"] = {"scale": "linear", "min": 0, "max": 199}
+    assert StudySpec.from_dict(raw).schedule == "linear"
+    raw["search_space"]["warmup_steps"]["max"] = 200
+    with pytest.raises(SpecError, match=r"^search_space.warmup_steps: reaches 200 steps .*as low as 200"):
+        StudySpec.from_dict(raw)
+    raw["search_space"]["warmup_steps"]["max"] = 10.5
+    with pytest.raises(SpecError, match=r"^search_space.warmup_steps: 10.5 is out of range"):
+        StudySpec.from_dict(raw)

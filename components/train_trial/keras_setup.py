@@ -1,0 +1,148 @@
+"""Everything a trial sets up in Keras before training: backend, seeds, devices, precision, loss.
+
+Data parallelism: the study's batch size is the *global* batch. A trial splits it over
+every accelerator its pod holds — Keras' ``DataParallel`` distribution on the JAX
+backend, the matching ``tf.distribute`` strategy (TPUStrategy on a TPU host,
+MirroredStrategy over several GPUs) on the TensorFlow backend. The model computes on
+the global batch either way, so a trial's result does not depend on the device count
+(ghost batch normalisation keeps even its batch statistics independent of it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+import numpy as np
+
+
+def select_backend(backend: str) -> None:
+    """Make ``backend`` Keras' backend; it cannot change once keras is imported."""
+    if "keras" in sys.modules:
+        import keras
+
+        if keras.backend.backend() != backend:
+            raise RuntimeError(
+                f"keras already imported with backend {keras.backend.backend()!r}; "
+                f"run the trial in a fresh process to use {backend!r}"
+            )
+        return
+    os.environ["KERAS_BACKEND"] = backend
+
+
+def seed_keras(seed: int, backend: str) -> None:
+    """Seed Python, NumPy and Keras' global seed generator.
+
+    ``keras.utils.set_random_seed`` also imports TensorFlow to seed it whenever TF is
+    installed, which costs seconds per trial on the JAX backend for nothing; there we
+    do its Keras part directly and fall back to it if Keras' internals move.
+    """
+    import keras
+
+    if backend != "jax":
+        keras.utils.set_random_seed(seed)
+        return
+    try:
+        import random
+
+        from keras.src.backend.common import global_state
+        from keras.src.random import seed_generator
+        from keras.src.utils import rng_utils
+
+        global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+        global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+        random.seed(seed)
+        np.random.seed(seed)
+    except (ImportError, AttributeError):
+        keras.utils.set_random_seed(seed)
+
+
+def replicas_for(batch_size: int, available: int) -> int:
+    """How many devices share a global batch: the most (<= available) that divide it
+    evenly, so every replica gets the same number of examples."""
+    return max(n for n in range(1, max(1, available) + 1) if batch_size % n == 0)
+
+
+@contextlib.contextmanager
+def training_scope(backend: str, precision: str, batch_size: int, log=print):
+    """Build and compile the model inside this: it sets the dtype policy and spreads the
+    global batch over the pod's accelerators; it restores Keras' global state after."""
+    import keras
+
+    previous_policy = keras.config.dtype_policy().name
+    keras.config.set_dtype_policy(precision)
+    try:
+        if backend == "jax":
+            with _jax_data_parallel(batch_size, log):
+                yield
+        else:
+            with _tf_strategy(batch_size, log):
+                yield
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+
+
+@contextlib.contextmanager
+def _jax_data_parallel(batch_size: int, log):
+    import keras
+
+    devices = _accelerators(keras.distribution.list_devices())
+    n = replicas_for(batch_size, len(devices))
+    if n < 2:
+        yield
+        return
+    log(f"data parallel: global batch {batch_size} over {n} devices ({devices[0]}...)")
+    previous = keras.distribution.distribution()
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:n]))
+    try:
+        yield
+    finally:
+        keras.distribution.set_distribution(previous)
+
+
+def _accelerators(devices: list[str]) -> list[str]:
+    """Accelerator devices when there are any, else the CPU devices (tests force several)."""
+    fast = [d for d in devices if not d.lower().startswith("cpu")]
+    return fast or list(devices)
+
+
+@contextlib.contextmanager
+def _tf_strategy(batch_size: int, log):
+    import tensorflow as tf
+
+    tpus = tf.config.list_logical_devices("TPU")
+    if tpus:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        strategy = tf.distribute.TPUStrategy(resolver)
+    else:
+        gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+        devices = gpus or [d.name for d in tf.config.list_logical_devices("CPU")]
+        n = replicas_for(batch_size, len(devices))
+        if n < 2:
+            yield
+            return
+        strategy = tf.distribute.MirroredStrategy(devices[:n])
+    log(f"data parallel: global batch {batch_size} over {strategy.num_replicas_in_sync} replicas "
+        f"({type(strategy).__name__})")
+    with strategy.scope():
+        yield
+
+
+def make_loss(task: str, label_smoothing: float = 0.0):
+    """The training loss of a task (metrics are computed separately, without smoothing).
+
+    Language models average over real tokens only: padding carries weight 0 and the
+    mean divides by the sum of weights, not by the padded size.
+    """
+    import keras
+
+    if task == "classification":
+        return keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=label_smoothing)
+    if task == "multilabel":
+        return keras.losses.BinaryCrossentropy(from_logits=True, label_smoothing=label_smoothing)
+    if task == "language_model":
+        return keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight")
+    raise ValueError(f"unknown task {task!r}")
