@@ -111,3 +111,28 @@ def test_an_interrupted_trial_is_trained_again(digits_store):
     assert meta["status"] == "COMPLETE" and meta["steps"] == 20
     rows = load_trials(store.fs, "interrupted")[0]["measurements"]
     assert [r["step"] for r in rows] == evaluation_steps(20, 0.05)
+
+
+@pytest.mark.slow
+def test_data_parallel_trial_matches_one_device(digits_store, tmp_path):
+    """The trainer splits the global batch over every device (here 4 logical CPUs via
+    XLA's host-platform device count, in a fresh process): same curve as on one device."""
+    results = {}
+    for devices in (1, 4):
+        root = str(tmp_path / f"d{devices}")
+        os.makedirs(root)
+        os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+        raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32], max_steps=30,
+                             goals=[{"metric": "classification_error", "value": 0.0}])
+        env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
+               "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+        out = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(raw)], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[devices] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert results[1]["meta"]["replicas"] == 1 and results[4]["meta"]["replicas"] == 4
+    one, four = results[1]["rows"], results[4]["rows"]
+    assert [r["step"] for r in one] == [r["step"] for r in four]
+    for a, b in zip(one, four):
+        for key in ("train/cross_entropy_error", "val/cross_entropy_error", "val/classification_error"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-5), (a["step"], key)

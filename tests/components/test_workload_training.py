@@ -92,3 +92,22 @@ def test_workload_trains_through_its_pipeline(defaults, stores):
     assert rows[-1]["train/cross_entropy_error"] != rows[0]["train/cross_entropy_error"]  # it trained
     if defaults.schedule == "linear":  # decay over a fraction of the 3-step budget
         assert 1 <= meta["trainer_parameters"]["decay_steps"] <= 3
+
+
+@pytest.mark.slow
+def test_mixed_precision_keeps_the_metrics_meaning(stores):
+    """mixed_bfloat16 computes in 16 bits; logits and metrics stay float32 and finite."""
+    store = stores("mnist_5k")
+    defaults = next(w for w in WORKLOADS if w.key == "mnist_5k/resnet_8")
+    raw = tiny_spec(defaults, store.root).to_dict()
+    raw["name"], raw["workload"]["precision"] = "tiny-bf16", "mixed_bfloat16"
+    spec = StudySpec.from_dict(raw)
+    store.register_study(spec)
+    meta = run_trial(spec, make_trials(spec)[0], store, log=QUIET)
+    assert meta["status"] == "COMPLETE" and meta["precision"] == "mixed_bfloat16"
+    rows = load_trials(store.fs, spec.name)[0]["measurements"]
+    assert all(math.isfinite(r["val/cross_entropy_error"]) for r in rows)
+    assert rows[-1]["train/cross_entropy_error"] != rows[0]["train/cross_entropy_error"]
+    import keras
+
+    assert keras.config.dtype_policy().name == "float32"  # restored after the trial

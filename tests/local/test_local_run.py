@@ -57,20 +57,28 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
 
 
 @pytest.mark.slow
-def test_local_study_on_a_gcs_store(gcs_emulator, tmp_path):
-    """The same pipeline with a gs:// store (GCS emulator, real client in every task)."""
+def test_new_workload_from_a_spec_only_on_a_gcs_store(gcs_emulator, tmp_path):
+    """A workload beyond the quickstart's (ResNet-8), named in a spec that gives no goal,
+    search space or schedule (the workload's defaults fill them), runs through the same
+    pipeline with a gs:// store (GCS emulator, real client in every task)."""
     root = f"gs://{gcs_emulator['bucket']}/e2e"
-    spec_file = tmp_path / "tiny.yaml"
-    spec_file.write_text(yaml.safe_dump(tiny_spec_dict(root, batch_sizes=[32], max_steps=150)))
+    spec_file = tmp_path / "toy.yaml"
+    spec_file.write_text(yaml.safe_dump({
+        "name": "toy", "store": root, "workload": {"dataset": "mnist_5k", "model": "resnet_8"},
+        "batch_sizes": [32], "trials_per_batch_size": 2, "max_steps": 40,
+        "evaluation": {"train_examples": 200}}))
     out, _ = _batchscale("run", "--local", str(spec_file), cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    assert f"report: {root}/tiny/report/report.html" in out.stdout
+    assert f"report: {root}/toy/report/report.html" in out.stdout
 
     from components.store import StudyStore, load_trials
 
     store = StudyStore(root)
-    assert store.has_dataset("digits")
-    trials = load_trials(store.fs, "tiny")
-    assert [(t["batch_size"], t["trial_id"]) for t in trials] == [(32, 1), (32, 2)]
+    assert store.has_dataset("mnist_5k")
+    spec = store.read_spec("toy")
+    assert spec.goals[0].value == 0.1 and {p.name for p in spec.search_space} == {"learning_rate", "momentum"}
+    trials = load_trials(store.fs, "toy")
+    assert [(t["batch_size"], t["trial_id"], t["model"]) for t in trials] == [(32, 1, "resnet_8"),
+                                                                           (32, 2, "resnet_8")]
     assert all(t["status"] in ("COMPLETE", "INFEASIBLE") and t["measurements"] for t in trials)
-    assert "steps_to_result" in store.fs.read_text("tiny/report/steps_to_result.csv")
+    assert "steps_to_result" in store.fs.read_text("toy/report/steps_to_result.csv")

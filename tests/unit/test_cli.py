@@ -97,3 +97,31 @@ def test_failure_reason_names_the_task_error_not_kfps_summary():
            "RuntimeError: Pipeline 'batchscale-study' finished with status FAILURE.\n")
     assert failure_reason(log) == "DatasetNotFoundError: Dataset mnist not found: no internet"
     assert failure_reason("nothing useful") == "see the log"
+
+
+def test_workloads_lists_every_workload_with_its_defaults(capsys):
+    import json
+
+    from components.workloads.defaults import WORKLOADS
+
+    assert main(["workloads"]) == 0
+    table = capsys.readouterr().out
+    for w in WORKLOADS:
+        line = next(line for line in table.splitlines() if line.startswith(w.key + " "))
+        assert w.optimizer in line and w.schedule in line and f"{w.goal['value']:g}" in line
+    assert "val/average_precision > 0.31" in table  # open_images maximises AP
+    assert main(["workloads", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["workload"] for r in rows] == [w.key for w in WORKLOADS]
+    assert rows[0]["max_steps"] == "5000..800"  # quickstart: budget shrinks with the batch size
+
+
+def test_workload_flag_starts_from_its_defaults(capsys):
+    import json
+
+    assert main(["validate", "--workload", "cifar_10/resnet_8", "--batch-sizes", "64,128"]) == 0
+    spec = json.loads(capsys.readouterr().out)
+    assert spec["name"] == "cifar_10-resnet_8" and spec["schedule"] == "linear"
+    assert spec["goals"][0]["value"] == 0.3 and set(spec["max_steps"]) == {"64", "128"}
+    assert main(["validate", "toy_resnet8"]) == 0  # a shipped study by name
+    assert json.loads(capsys.readouterr().out)["workload"]["model"] == "resnet_8"
