@@ -107,10 +107,9 @@ def test_reader_reads_in_parallel_keeps_order_and_bounds_read_ahead(tmp_path):
     fs, summary = _write(tmp_path, n=48, per_shard=4)  # 12 shards
     slow = _SlowFs(fs)
     reader = ShardReader(slow, "datasets/toy", summary["shards"], parallel_reads=4, prefetch=2)
-    started = time.perf_counter()
     labels = _labels(reader.shards())
-    assert time.perf_counter() - started < 12 * 0.05  # faster than one read at a time
-    assert slow.peak == 4 and [x[0] for x in labels] == list(range(0, 48, 4))
+    assert slow.peak == 4  # four reads were in flight at once
+    assert [x[0] for x in labels] == list(range(0, 48, 4))  # and the order was kept
 
     slow = _SlowFs(fs, delay=0.01)
     stream = ShardReader(slow, "datasets/toy", summary["shards"], parallel_reads=2,
@@ -131,7 +130,10 @@ def test_reader_hands_errors_to_the_consumer_and_stops_when_closed(tmp_path):
     stream = ShardReader(fs, "datasets/toy", summary["shards"]).shards(repeat=True)
     next(stream)
     stream.close()
-    time.sleep(0.3)
+    deadline = time.time() + 10  # the producer ends once its in-flight reads return
+    while time.time() < deadline and not (
+            {t for t in threading.enumerate() if t.name == "shard-reader"} <= before):
+        time.sleep(0.05)
     assert {t for t in threading.enumerate() if t.name == "shard-reader"} <= before
     with pytest.raises(ValueError, match="no shards"):
         ShardReader(fs, "datasets/toy", [])
