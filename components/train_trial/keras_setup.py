@@ -67,18 +67,19 @@ def replicas_for(batch_size: int, available: int) -> int:
 @contextlib.contextmanager
 def training_scope(backend: str, precision: str, batch_size: int, log=print):
     """Build and compile the model inside this: it sets the dtype policy and spreads the
-    global batch over the pod's accelerators; it restores Keras' global state after."""
+    global batch over the pod's accelerators; it yields the number of replicas and
+    restores Keras' global state after."""
     import keras
 
     previous_policy = keras.config.dtype_policy().name
     keras.config.set_dtype_policy(precision)
     try:
         if backend == "jax":
-            with _jax_data_parallel(batch_size, log):
-                yield
+            with _jax_data_parallel(batch_size, log) as replicas:
+                yield replicas
         else:
-            with _tf_strategy(batch_size, log):
-                yield
+            with _tf_strategy(batch_size, log) as replicas:
+                yield replicas
     finally:
         keras.config.set_dtype_policy(previous_policy)
 
@@ -90,13 +91,13 @@ def _jax_data_parallel(batch_size: int, log):
     devices = _accelerators(keras.distribution.list_devices())
     n = replicas_for(batch_size, len(devices))
     if n < 2:
-        yield
+        yield 1
         return
     log(f"data parallel: global batch {batch_size} over {n} devices ({devices[0]}...)")
     previous = keras.distribution.distribution()
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:n]))
     try:
-        yield
+        yield n
     finally:
         keras.distribution.set_distribution(previous)
 
@@ -121,13 +122,13 @@ def _tf_strategy(batch_size: int, log):
         devices = gpus or [d.name for d in tf.config.list_logical_devices("CPU")]
         n = replicas_for(batch_size, len(devices))
         if n < 2:
-            yield
+            yield 1
             return
         strategy = tf.distribute.MirroredStrategy(devices[:n])
     log(f"data parallel: global batch {batch_size} over {strategy.num_replicas_in_sync} replicas "
         f"({type(strategy).__name__})")
     with strategy.scope():
-        yield
+        yield strategy.num_replicas_in_sync
 
 
 def make_loss(task: str, label_smoothing: float = 0.0):

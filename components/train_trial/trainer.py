@@ -21,13 +21,7 @@ from components.goal_detection.goals import all_goals_reached
 from components.spec import StudySpec, TrialSpec
 from components.store import StudyStore
 from components.train_trial.evaluation import EpochPermutations, evaluation_steps
-from components.train_trial.keras_setup import (  # noqa: F401  (select_backend/seed_keras re-exported)
-    make_loss,
-    replicas_for,
-    seed_keras,
-    select_backend,
-    training_scope,
-)
+from components.train_trial.keras_setup import make_loss, seed_keras, select_backend, training_scope
 from components.workloads import build_model, get_dataset
 from components.workloads.datasets import open_pipeline
 
@@ -69,11 +63,9 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
     seed = trial_seed(spec, trial)
     max_steps = spec.max_steps[trial.batch_size]
     params = resolve_parameters(trial.parameters, max_steps)
-    replicas = 1
 
     seed_keras(seed, spec.backend)
-    with training_scope(spec.backend, spec.workload.precision, trial.batch_size, log):
-        replicas = _replicas(spec.backend, trial.batch_size)
+    with training_scope(spec.backend, spec.workload.precision, trial.batch_size, log) as replicas:
         model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                             task=pipeline.task)
         optimizer = make_optimizer(spec.workload.optimizer, make_keras_schedule(spec.schedule, params),
@@ -132,18 +124,6 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
     return metadata
 
 
-def _replicas(backend: str, batch_size: int) -> int:
-    """Replicas the global batch is split over inside ``training_scope``."""
-    if backend == "jax":
-        import keras
-
-        distribution = keras.distribution.distribution()
-        return int(np.prod(distribution.device_mesh.shape)) if distribution is not None else 1
-    import tensorflow as tf
-
-    return tf.distribute.get_strategy().num_replicas_in_sync
-
-
 def _trainer(model, pipeline, batch_size: int, seed: int):
     """A function ``train(steps) -> last training loss`` that takes ``steps`` optimizer steps.
 
@@ -151,10 +131,11 @@ def _trainer(model, pipeline, batch_size: int, seed: int):
     one ``fit`` call (fast: no per-step Python). Streamed data: ``fit`` pulls exactly
     ``steps`` batches from the pipeline's endless iterator, which persists across calls.
     """
-    num_outputs = pipeline.num_outputs
+    # One-hot rows for softmax labels, made once per trial (never for a 32k vocabulary).
+    eye = np.eye(pipeline.num_outputs, dtype=np.float32) if pipeline.task == "classification" else None
     if pipeline.in_memory and pipeline.task == "classification":
         x, y = pipeline.arrays("train")
-        one_hot = np.eye(num_outputs, dtype=np.float32)[y]
+        one_hot = eye[y]
         order = EpochPermutations(len(x), batch_size, seed)
 
         def train_arrays(steps: int) -> float:
@@ -170,7 +151,7 @@ def _trainer(model, pipeline, batch_size: int, seed: int):
 
     def feed(steps: int):
         for batch in itertools.islice(batches, steps):
-            yield _model_batch(batch, pipeline.task, num_outputs, length)
+            yield _model_batch(batch, pipeline.task, eye, length)
 
     def train_stream(steps: int) -> float:
         history = model.fit(feed(steps), steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
@@ -179,11 +160,11 @@ def _trainer(model, pipeline, batch_size: int, seed: int):
     return train_stream
 
 
-def _model_batch(batch: tuple, task: str, num_outputs: int, length: int | None) -> tuple:
+def _model_batch(batch: tuple, task: str, eye: np.ndarray | None, length: int | None) -> tuple:
     """A pipeline batch as the loss wants it: one-hot labels for softmax classification;
     token batches padded to the training length, so the model sees one shape."""
     if task == "classification":
-        return batch[0], np.eye(num_outputs, dtype=np.float32)[batch[1]]
+        return batch[0], eye[batch[1]]
     if task == "language_model" and length and batch[0].shape[1] < length:
         pad = ((0, 0), (0, length - batch[0].shape[1]))
         return tuple(np.pad(part, pad) for part in batch)
