@@ -52,6 +52,21 @@ def fail_field(field_name: str, problem: str) -> None:
     raise SpecError(f"{field_name}: {problem}")
 
 
+def as_number(field_name, value, integer=False):
+    """``value`` as an int or float, or a SpecError naming the field.
+
+    Integral floats count as integers: KFP passes dict parameters as protobuf Structs,
+    which turn every int (batch sizes, seeds) into a float.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        fail_field(field_name, f"{value!r} is not {'an integer' if integer else 'a finite number'}")
+    if integer:
+        if not float(value).is_integer():
+            fail_field(field_name, f"{value!r} is not an integer")
+        return int(value)
+    return value
+
+
 @dataclass(frozen=True)
 class Parameter:
     """One searched metaparameter and how a point in [0, 1) maps onto it."""

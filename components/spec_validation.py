@@ -7,7 +7,6 @@ metadata only, so nothing heavy is imported.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import fields
 
@@ -25,6 +24,9 @@ from components.spec import (
     StudySpec,
 )
 from components.spec import (
+    as_number as _number,
+)
+from components.spec import (
     fail_field as _fail,
 )
 from components.spec_workload import parse_workload, with_defaults
@@ -37,21 +39,6 @@ from components.workloads import get_dataset
 
 _TOP_KEYS = {f.name for f in fields(StudySpec)}
 _REQUIRED = ("name", "store", "workload")
-def _number(field_name, value, integer=False):
-    """``value`` as an int or float, or a SpecError naming the field.
-
-    Integral floats count as integers: KFP passes dict parameters as protobuf Structs,
-    which turn every int (batch sizes, seeds) into a float.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        _fail(field_name, f"{value!r} is not {'an integer' if integer else 'a finite number'}")
-    if integer:
-        if not float(value).is_integer():
-            _fail(field_name, f"{value!r} is not an integer")
-        return int(value)
-    return value
-
-
 def parse_spec(raw: dict) -> StudySpec:
     if not isinstance(raw, dict):
         _fail("spec", "must be a mapping of study fields")

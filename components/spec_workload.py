@@ -5,7 +5,7 @@ out. Split from ``spec_validation`` to keep each module small; same one-line ref
 
 from __future__ import annotations
 
-from components.spec import PRECISIONS, Workload
+from components.spec import PRECISIONS, Workload, as_number
 from components.spec import fail_field as _fail
 from components.train_trial.schedules import OPTIMIZERS
 from components.workloads import check_model_name, get_dataset
@@ -14,12 +14,6 @@ from components.workloads.defaults import workload_defaults
 # Fields a workload's defaults can fill in.
 DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space", "fixed", "goals",
                "max_steps")
-
-
-def _integer(field_name, value) -> int:
-    from components.spec_validation import _number
-
-    return _number(field_name, value, integer=True)
 
 
 def parse_workload(raw) -> Workload:
@@ -51,7 +45,7 @@ def parse_workload(raw) -> Workload:
         if key not in dataset.options:
             _fail(f"workload.options.{key}", f"unknown option for {dataset.name}; allowed: "
                   f"{', '.join(sorted(dataset.options)) or 'none'}")
-        if _integer(f"workload.options.{key}", value) < 1:
+        if as_number(f"workload.options.{key}", value, integer=True) < 1:
             _fail(f"workload.options.{key}", f"{value} must be a positive integer")
     options = {k: int(v) for k, v in sorted(options.items())}
     return Workload(dataset.name, str(raw["model"]), optimizer, precision, options)

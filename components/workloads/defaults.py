@@ -27,6 +27,10 @@ _LINEAR_DECAY = {
     "end_learning_rate_factor": {"scale": "log", "min": 1e-3, "max": 0.1},
     "decay_fraction": {"scale": "linear", "min": 0.5, "max": 1.0},
 }
+_OFFLINE_SPACE = {  # the quickstart's: small offline data sets, a few trials
+    "learning_rate": {"scale": "log", "min": 0.003, "max": 0.3},
+    "momentum": {"scale": "reverse_log", "min": 0.8, "max": 0.97},
+}
 _LM_SPACE = {
     "learning_rate": {"scale": "log", "min": 1e-3, "max": 1.0},
     "momentum": {"scale": "reverse_log", "min": 0.8, "max": 0.9999},
@@ -70,20 +74,17 @@ _CLASSIFY = "classification_error"
 WORKLOADS = [
     WorkloadDefaults(
         "mnist_5k", "fc_128_128", {"metric": _CLASSIFY, "value": 0.08},
-        {"learning_rate": {"scale": "log", "min": 0.003, "max": 0.3},
-         "momentum": {"scale": "reverse_log", "min": 0.8, "max": 0.97}},
+        _OFFLINE_SPACE,
         epochs=20, min_steps=800, max_steps=5000, trials=6, batch_sizes=_pow2(3, 9),
         note="the quickstart: offline MNIST subset, seconds per trial on a CPU"),
     WorkloadDefaults(
         "mnist_5k", "resnet_8", {"metric": _CLASSIFY, "value": 0.1},
-        {"learning_rate": {"scale": "log", "min": 0.003, "max": 0.3},
-         "momentum": {"scale": "reverse_log", "min": 0.8, "max": 0.97}},
+        _OFFLINE_SPACE,
         epochs=10, min_steps=300, max_steps=3000, trials=4, batch_sizes=_pow2(4, 8),
         note="toy-size ResNet-8 on offline MNIST: a convolutional study on one CPU"),
     WorkloadDefaults(
         "digits", "fc_128_128", {"metric": _CLASSIFY, "value": 0.1},
-        {"learning_rate": {"scale": "log", "min": 0.003, "max": 0.3},
-         "momentum": {"scale": "reverse_log", "min": 0.8, "max": 0.97}},
+        _OFFLINE_SPACE,
         epochs=20, min_steps=200, max_steps=3000, trials=4, batch_sizes=_pow2(2, 7),
         note="the fastest real-data study (8x8 digits); used by the tests"),
     WorkloadDefaults(

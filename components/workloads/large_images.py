@@ -135,12 +135,11 @@ DATASETS = [
                      "test": IMAGENET_TEST},
         storage="shards",
         pipeline="components.workloads.image_stream:ImageStream",
-        default_goal={"metric": "classification_error", "value": 0.25},
         options={"image_size": 224},
         notes="Preparation " + _MANUAL + " The paper reports 1,281,167 training images and "
         "50,045 test images split from the official training set, but that set has only "
         "1,281,167 images: we hold out 50,045 of them (the last 50,045 in tfds' order) as "
-        "the test set and train on the other 1,231,122. Goal: ResNet-50 (VGG-11: 0.35).",
+        "the test set and train on the other 1,231,122.",
     ),
     DatasetInfo(
         name="open_images",
@@ -156,7 +155,6 @@ DATASETS = [
         task="multilabel",
         storage="shards",
         pipeline="components.workloads.image_stream:ImageStream",
-        default_goal={"metric": "average_precision", "value": 0.31, "direction": "maximize"},
         options={"image_size": 224},
         notes="Labels as in the paper: tfds' objects_trainable (the 7,186 trainable classes), "
         "positives only where a human verified them (sources verification and "

@@ -127,7 +127,6 @@ DATASETS = [
         num_classes=10,
         input_shape=(28, 28, 1),
         split_sizes=_PAPER_SPLIT,
-        default_goal={"metric": "classification_error", "value": 0.01},
     ),
     DatasetInfo(
         name="fashion_mnist",
@@ -137,7 +136,6 @@ DATASETS = [
         num_classes=10,
         input_shape=(28, 28, 1),
         split_sizes=_PAPER_SPLIT,
-        default_goal={"metric": "classification_error", "value": 0.1},
     ),
     DatasetInfo(
         name="cifar_10",
@@ -149,7 +147,6 @@ DATASETS = [
         input_shape=(32, 32, 3),
         split_sizes={"train": 45_000, "validation": 5_000, "test": 10_000},
         pipeline=f"{__name__}:StandardizedImages",
-        default_goal={"metric": "classification_error", "value": 0.3},
         notes="No data augmentation (Appendix A.1). Goal: ResNet-8, paper Figure 1.",
     ),
     DatasetInfo(
@@ -160,7 +157,6 @@ DATASETS = [
         num_classes=10,
         input_shape=(28, 28, 1),
         split_sizes=_SIZES["mnist_5k"],
-        default_goal={"metric": "classification_error", "value": 0.08},
     ),
     DatasetInfo(
         name="digits",
@@ -171,6 +167,5 @@ DATASETS = [
         input_shape=(8, 8, 1),
         split_sizes=_SIZES["digits"],
         pixel_max=16.0,
-        default_goal={"metric": "classification_error", "value": 0.1},
     ),
 ]

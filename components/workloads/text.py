@@ -147,8 +147,7 @@ def _examples(encoded: Iterable[list[int]], max_tokens, dtype, stats: dict) -> I
 
 
 _LM = dict(source="tfds", loader=f"{__name__}:prepare_text", input_shape=(None,),
-           task="language_model", storage="shards", pipeline=f"{__name__}:TextPipeline",
-           default_goal={"metric": "cross_entropy_error", "value": 3.9})
+           task="language_model", storage="shards", pipeline=f"{__name__}:TextPipeline")
 
 DATASETS = [
     DatasetInfo(

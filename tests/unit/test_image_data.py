@@ -15,6 +15,7 @@ from components.data_prep.prepare import prepare_dataset
 from components.store import StudyStore
 from components.workloads import get_dataset
 from components.workloads.datasets import open_pipeline
+from components.workloads.defaults import workload_defaults
 from components.workloads.image_stream import (
     MEAN_RGB,
     crop_box,
@@ -255,9 +256,10 @@ def test_registry_entries_agree_with_the_tfds_builders():
     assert imagenet.storage == open_images.storage == "shards"
     assert imagenet.options == open_images.options == {"image_size": 224}
     assert open_images.task == "multilabel" and open_images.metrics[0] == "average_precision"
-    assert open_images.default_goal == {"metric": "average_precision", "value": 0.31,
-                                        "direction": "maximize"}
-    assert cifar.default_goal["value"] == 0.3 and imagenet.default_goal["value"] == 0.25
+    assert workload_defaults("open_images", "resnet_50").goal == {
+        "metric": "average_precision", "value": 0.31, "direction": "maximize"}
+    assert workload_defaults("cifar_10", "resnet_8").goal["value"] == 0.3
+    assert workload_defaults("imagenet", "resnet_50").goal["value"] == 0.25
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import pytest
 from components.store import StudyStore
 from components.workloads import text
 from components.workloads.datasets import get_dataset, open_pipeline
+from components.workloads.defaults import workload_defaults
 from components.workloads.text_pipeline import Ragged
 from components.workloads.tokenizer import EOS_ID, SubwordTokenizer, encode_all
 from tests.mock_sources import C4_TINY, CORPUS, LM1B_TINY, english, mock_corpus
@@ -57,7 +58,8 @@ def test_registry_entries_and_cheap_import():
         info = get_dataset(name)
         assert (info.task, info.storage, info.metrics) == ("language_model", "shards",
                                                             ("cross_entropy_error",))
-        assert info.default_goal == {"metric": "cross_entropy_error", "value": 3.9}
+        assert workload_defaults(name, "transformer_base").goal == {"metric": "cross_entropy_error",
+                                                                     "value": 3.9}
         assert info.options["train_length"] == 64
     assert get_dataset("lm1b").split_sizes == {"train": 30_301_028, "validation": 6_075, "test": 6_206}
     assert get_dataset("c4").options["eval_length"] == 476 and "Common Crawl" in get_dataset("c4").description

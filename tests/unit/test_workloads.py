@@ -33,7 +33,7 @@ def test_offline_sources_load_real_images_with_the_registered_splits(name):
     info = get_dataset(name)
     splits = info.load()
     for split, (images, labels) in splits.items():
-        assert images.shape == (info.split_sizes[split], *info.image_shape)
+        assert images.shape == (info.split_sizes[split], *info.input_shape)
         assert images.dtype == np.uint8 and 0 < images.max() <= info.pixel_max
         assert set(np.unique(labels)) == set(range(info.num_classes))
     assert np.array_equal(splits["train"][0], info.load()["train"][0])  # fixed split
@@ -49,7 +49,7 @@ def test_tfds_builders_resolve_and_match_the_registry(name, tfds_name, sizes):
     tfds = pytest.importorskip("tensorflow_datasets")
     features = tfds.builder(tfds_name).info.features
     info = DATASETS[name]
-    assert tuple(features["image"].shape) == info.image_shape
+    assert tuple(features["image"].shape) == info.input_shape
     assert features["label"].num_classes == info.num_classes
     assert info.split_sizes == dict(zip(("train", "validation", "test"), sizes))
 
