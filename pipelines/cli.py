@@ -5,6 +5,7 @@
   batchscale report STORE/STUDY     the steps-to-result table, and the report rewritten
   batchscale validate [SPEC]        check a spec (and its flags) without running anything
   batchscale workloads [--json]     the workloads with defaults: goal, search space, budgets
+  batchscale presets                the trainer placement presets (GPU, TPU, CPU node pools)
 
 SPEC is a YAML file; without it the embedded default study (quickstart) is used. Flags
 override fields of the spec. A bad spec exits with status 2 and one line naming the
@@ -197,17 +198,34 @@ def cmd_report(args) -> int:
 
 
 def cmd_compile(args) -> int:
+    from components.images import read_images_file
     from pipelines.study import compile_pipeline
 
     spec = build_spec(args)
     if args.pipeline_store and not args.pipeline_store.startswith("gs://"):
         raise SpecError("--pipeline-store: a cluster run needs a gs://bucket/prefix store")
-    compile_pipeline(spec, args.output, store_root=args.pipeline_store or "", preset=args.preset)
+    images = read_images_file(args.images) if args.images else None
+    compile_pipeline(spec, args.output, store_root=args.pipeline_store or "", preset=args.preset,
+                     images=images)
     print(f"wrote {args.output} (study {spec.name}, parallelism {spec.parallelism}, preset {args.preset})")
     if not (args.pipeline_store or spec.store.startswith("gs://")):
         print("note: the default store is a local folder; pass --pipeline-store gs://BUCKET/PREFIX "
               "or set store_root when starting the run on a cluster", file=sys.stderr)
+    if images is None:
+        print("note: no --images given, so the pipeline names placeholder images (*:dev); build "
+              "them with `skaffold build --file-output build/images.json`", file=sys.stderr)
     return 0
+
+
+def add_placement_args(parser: argparse.ArgumentParser) -> None:
+    """--preset and --images: where the trainer runs and which built images the pipeline names."""
+    from pipelines.placement import PRESETS
+
+    parser.add_argument("--preset", default="cpu", choices=list(PRESETS),
+                        help="trainer placement preset (default: cpu); see `batchscale presets`")
+    parser.add_argument("--images", metavar="FILE",
+                        help="skaffold's --file-output JSON (e.g. build/images.json): the built "
+                             "image references to put in the pipeline")
 
 
 def cmd_validate(args) -> int:
@@ -224,6 +242,13 @@ def cmd_workloads(args) -> int:
     return 0
 
 
+def cmd_presets(args) -> int:
+    from pipelines.placement import format_presets
+
+    print(format_presets())
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchscale", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -236,7 +261,7 @@ def make_parser() -> argparse.ArgumentParser:
     _spec_args(comp)
     comp.add_argument("--output", "-o", default="batchscale-study.yaml")
     comp.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
-    comp.add_argument("--preset", default="cpu", help="trainer placement preset (default: cpu)")
+    add_placement_args(comp)
     comp.set_defaults(func=cmd_compile)
     rep = sub.add_parser("report", help="print a study's table and rewrite its report")
     rep.add_argument("study", help="STORE/STUDY, e.g. ./batchscale-store/quickstart or gs://b/p/study")
@@ -247,6 +272,8 @@ def make_parser() -> argparse.ArgumentParser:
     wl = sub.add_parser("workloads", help="list the workloads with defaults (goal, search space, budgets)")
     wl.add_argument("--json", action="store_true", help="one JSON object per workload")
     wl.set_defaults(func=cmd_workloads)
+    pre = sub.add_parser("presets", help="list the trainer placement presets (accelerators, node pools)")
+    pre.set_defaults(func=cmd_presets)
     return parser
 
 

@@ -1,24 +1,86 @@
-"""Where each task runs: resource requests per preset (accelerators come with GKE work).
+"""Where each task runs: the accelerator presets, in one place.
 
-One place maps a preset name to what a trainer pod asks for; the light steps (data
-prep, search, goal detection, aggregation) always get the small CPU request.
+A preset is everything a trainer pod needs to land on one kind of GKE node: the
+accelerator resource and count, the node selectors and tolerations of the node pools in
+``manifests/overlays/``, CPU and memory requests that fit that pool's machine type, and
+the image built for that accelerator. The light steps (data prep, search, goal
+detection, aggregation) always get ``LIGHT``: a small CPU request, no accelerator, no
+selectors, so they run on the cluster's default pool and never hold an accelerator node.
+
+The preset is chosen per study at compile time (one compiled pipeline per preset,
+``batchscale-study-<preset>``), not by a run parameter: the image, accelerator, selectors
+and tolerations must change together, and a preset is that coupled choice.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from components.images import LIGHT as LIGHT_NAME
+from components.images import TRAINER_GPU, TRAINER_TPU
+
+GPU_RESOURCE = "nvidia.com/gpu"
+TPU_RESOURCE = "google.com/tpu"
+SPOT_LABEL = "cloud.google.com/gke-spot"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    operator: str = "Exists"  # or "Equal" with a value
+    value: str | None = None
+    effect: str = "NoSchedule"
 
 
 @dataclass(frozen=True)
 class Preset:
+    """What a pod of this preset asks for. ``machine_type`` is the node pool's, for docs
+    and for the test that keeps presets and manifests/ in step."""
+
     cpu: str
     memory: str
     cpu_limit: str | None = None
     memory_limit: str | None = None
+    image: str = LIGHT_NAME
+    accelerator: str | None = None  # GPU_RESOURCE or TPU_RESOURCE
+    accelerator_count: int = 0
+    node_selectors: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    machine_type: str | None = None
+    description: str = ""
 
 
-PRESETS = {
-    "cpu": Preset(cpu="2", memory="4G", cpu_limit="4", memory_limit="8G"),
+_SPOT = Toleration(SPOT_LABEL, operator="Equal", value="true")
+
+
+def _gpu(label: str, machine: str, cpu: str, memory: str, what: str) -> Preset:
+    return Preset(
+        cpu=cpu, memory=memory, image=TRAINER_GPU, accelerator=GPU_RESOURCE, accelerator_count=1,
+        node_selectors={"cloud.google.com/gke-accelerator": label, SPOT_LABEL: "true"},
+        tolerations=(Toleration(GPU_RESOURCE), _SPOT), machine_type=machine, description=what)
+
+
+def _tpu(topology: str, chips: int, machine: str, cpu: str, memory: str) -> Preset:
+    return Preset(
+        cpu=cpu, memory=memory, image=TRAINER_TPU, accelerator=TPU_RESOURCE, accelerator_count=chips,
+        node_selectors={"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                        "cloud.google.com/gke-tpu-topology": topology, SPOT_LABEL: "true"},
+        tolerations=(Toleration(TPU_RESOURCE), _SPOT), machine_type=machine,
+        description=f"TPU v5e {topology}: {chips} chip(s), one host")
+
+
+# CPU/memory requests leave room under each machine type's allocatable for GKE's daemons.
+PRESETS: dict[str, Preset] = {
+    "cpu": Preset(cpu="2", memory="4G", cpu_limit="4", memory_limit="8G",
+                  description="the cluster's default CPU pool, no accelerator"),
+    "nvidia-l4": _gpu("nvidia-l4", "g2-standard-8", "6", "24Gi", "1 NVIDIA L4 (24 GB), spot"),
+    "nvidia-a100-80gb": _gpu("nvidia-a100-80gb", "a2-ultragpu-1g", "10", "140Gi",
+                             "1 NVIDIA A100 80 GB, spot"),
+    "nvidia-h100-80gb": _gpu("nvidia-h100-80gb", "a3-highgpu-1g", "24", "200Gi",
+                             "1 NVIDIA H100 80 GB, spot"),
+    "tpu-v5e-1x1": _tpu("1x1", 1, "ct5lp-hightpu-1t", "20", "40Gi"),
+    "tpu-v5e-2x2": _tpu("2x2", 4, "ct5lp-hightpu-4t", "100", "170Gi"),
+    "tpu-v5e-2x4": _tpu("2x4", 8, "ct5lp-hightpu-8t", "200", "340Gi"),
 }
 LIGHT = Preset(cpu="500m", memory="1G", memory_limit="4G")
 
@@ -29,11 +91,37 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
-def place(task, preset: Preset):
-    """Apply a preset's requests and limits to a pipeline task; returns the task."""
+def place(task, preset: Preset, image: str | None = None):
+    """Apply a preset to a pipeline task: requests, limits, accelerator, node selectors,
+    tolerations and (when given) the container image; returns the task."""
+    from kfp import kubernetes
+
+    from components.workloads.inputs import CPUS_ENV
+
     task.set_cpu_request(preset.cpu).set_memory_request(preset.memory)
     if preset.cpu_limit:
         task.set_cpu_limit(preset.cpu_limit)
     if preset.memory_limit:
         task.set_memory_limit(preset.memory_limit)
+    if preset.accelerator:
+        task.set_accelerator_type(preset.accelerator).set_accelerator_limit(preset.accelerator_count)
+    for key, value in preset.node_selectors.items():
+        kubernetes.add_node_selector(task, label_key=key, label_value=value)
+    for tol in preset.tolerations:
+        kubernetes.add_toleration(task, key=tol.key, operator=tol.operator, value=tol.value,
+                                  effect=tol.effect)
+    task.set_env_variable(CPUS_ENV, preset.cpu)  # the pod's share, not the node's CPU count
+    if image:
+        task.set_container_image(image)
     return task
+
+
+def format_presets() -> str:
+    """The presets as a table, for ``batchscale presets``."""
+    rows = [("preset", "accelerator", "machine type", "cpu", "memory", "image", "description")]
+    for name, p in PRESETS.items():
+        accel = f"{p.accelerator} x{p.accelerator_count}" if p.accelerator else "-"
+        rows.append((name, accel, p.machine_type or "default pool", p.cpu, p.memory, p.image,
+                     p.description))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)

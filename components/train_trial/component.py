@@ -2,10 +2,11 @@
 
 from kfp import dsl
 
-from components.images import TRAINER_IMAGE
+from components.images import LIGHT_IMAGE
 
 
-@dsl.component(base_image=TRAINER_IMAGE, install_kfp_package=False)
+# The image is the placement preset's (a GPU or TPU build), set when the pipeline is built.
+@dsl.component(base_image=LIGHT_IMAGE, install_kfp_package=False)
 def train_trial(study_spec: dict, trial: dict, store_root: str) -> str:
     """Train (or re-use) one trial; returns its status. Divergence is a status, not an error."""
     from components.spec import TrialSpec, resolve_spec

@@ -23,7 +23,6 @@ threads do.
 from __future__ import annotations
 
 import io
-import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +30,7 @@ from itertools import islice
 
 import numpy as np
 
-from components.workloads.inputs import InputPipeline
+from components.workloads.inputs import InputPipeline, available_cpus
 from components.workloads.shards import ShardReader, ordered_examples, shuffled_examples
 
 MEAN_RGB = np.array([123.68, 116.779, 103.939], np.float32)  # Simonyan & Zisserman
@@ -114,7 +113,7 @@ class ImageStream(InputPipeline):
         self.splits = stored["splits"]
         self.num_train_examples = int(self.splits["train"]["examples"])
         self.fs, self.prefix = store.fs, f"datasets/{info.name}"
-        self.threads = threads or min(32, os.cpu_count() or 1)
+        self.threads = threads or min(32, available_cpus())
         self.prefetch_batches = prefetch_batches
         self.min_side, self.max_side, self.eval_side = resize_sides(self.image_size)
 

@@ -24,12 +24,33 @@ Large ones stream shards from the store (see ``components.workloads.shards``).
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterator
 
 import numpy as np
 
 from components.train_trial.evaluation import EpochPermutations
 from components.workloads.dataset_info import SPLITS
+
+CPUS_ENV = "BATCHSCALE_CPUS"  # set on cluster pods from the placement preset's CPU request
+
+
+def available_cpus() -> int:
+    """CPUs this process may use for decoding and tokenizing.
+
+    In a pod, ``os.cpu_count()`` is the node's count, not the pod's share: the placement
+    preset passes its CPU request in ``BATCHSCALE_CPUS`` (read here, at call time).
+    Elsewhere it is the CPUs this process may run on.
+    """
+    value = os.environ.get(CPUS_ENV, "").strip()
+    if value:
+        cpus = float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+        return max(1, math.floor(cpus))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class InputPipeline:

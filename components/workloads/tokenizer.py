@@ -22,9 +22,10 @@ encoder already maps it like an underscore.)
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from collections.abc import Iterable, Iterator
+
+from components.workloads.inputs import available_cpus
 
 PAD_ID = 0
 EOS_ID = 1
@@ -129,7 +130,7 @@ def encode_all(tokenizer: SubwordTokenizer, texts: Iterable[str], workers: int =
 
 
 def default_workers() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
+    return min(8, available_cpus())
 
 
 def _chunks(items: Iterable, size: int) -> Iterator[list]:

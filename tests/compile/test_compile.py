@@ -38,7 +38,7 @@ def test_dag_parallel_for_and_trainer_resources(tmp_path):
     assert trainer["resources"]["resourceCpuRequest"] == "2"
     assert trainer["resources"]["resourceMemoryRequest"] == "4G"
     assert trainer["resources"]["resourceMemoryLimit"] == "8G"
-    assert trainer["image"] == "batchscale-trainer:dev"
+    assert trainer["image"] == "batchscale-light:dev"  # the cpu preset trains on the light image
     assert _executor(doc, "aggregate")["resources"]["resourceCpuRequest"] == "500m"
     assert "--install" not in json.dumps(trainer)  # install_kfp_package=False: nothing pip-installed
     params = doc["root"]["inputDefinitions"]["parameters"]

@@ -1,0 +1,126 @@
+"""Placement presets in the compiled pipeline: for every preset the trainer task carries
+its accelerator resource and count, node selectors, tolerations, requests and image, and
+the light tasks carry none of them; ``--images`` puts skaffold's built references in."""
+
+import json
+
+import pytest
+import yaml
+
+from components.images import IMAGE_NAMES, LIGHT, image_reference, read_images_file
+from components.spec import StudySpec, default_spec_dict
+from components.workloads.inputs import CPUS_ENV, available_cpus
+from pipelines.cli import main
+from pipelines.placement import GPU_RESOURCE, PRESETS, TPU_RESOURCE
+from pipelines.study import compile_pipeline, pipeline_name
+
+LIGHT_TASKS = ("prepare-data", "make-trials", "detect-goals", "aggregate")
+BUILT = {name: f"us-docker.pkg.dev/example-project/batchscale/{name}:abc123@sha256:{'0' * 64}"
+         for name in IMAGE_NAMES}
+
+
+def _compiled(tmp_path, preset, images=None):
+    spec = StudySpec.from_dict(default_spec_dict())
+    path = compile_pipeline(spec, str(tmp_path / f"{preset}.yaml"), store_root="gs://b/p",
+                            preset=preset, images=images)
+    with open(path) as fh:
+        docs = list(yaml.safe_load_all(fh))
+    return docs[0], (docs[1] if len(docs) > 1 else {})  # no platform spec without k8s settings
+
+
+def _executors(pipeline, platform):
+    """executor name -> (container spec, kubernetes platform config) for every task."""
+    k8s = platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
+    return {name: (spec["container"], k8s.get(name, {}))
+            for name, spec in pipeline["deploymentSpec"]["executors"].items()}
+
+
+def _by_task(executors, prefix):
+    [match] = [v for k, v in executors.items() if k.startswith(f"exec-{prefix}")]
+    return match
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_every_preset_places_the_trainer_and_only_the_trainer(tmp_path, preset):
+    p = PRESETS[preset]
+    pipeline, platform = _compiled(tmp_path, preset, images=BUILT)
+    assert pipeline["pipelineInfo"]["name"] == pipeline_name(preset) == f"batchscale-study-{preset}"
+    executors = _executors(pipeline, platform)
+    container, k8s = _by_task(executors, "train-trial")
+
+    resources = container["resources"]
+    assert resources["resourceCpuRequest"] == p.cpu
+    assert resources["resourceMemoryRequest"] == p.memory
+    if p.accelerator:
+        assert resources["accelerator"]["resourceType"] == p.accelerator
+        assert int(resources["accelerator"]["resourceCount"]) == p.accelerator_count
+        expected_key = {GPU_RESOURCE: "cloud.google.com/gke-accelerator",
+                        TPU_RESOURCE: "cloud.google.com/gke-tpu-accelerator"}[p.accelerator]
+        assert expected_key in k8s["nodeSelector"]["labels"]
+    else:
+        assert "accelerator" not in resources
+    assert k8s.get("nodeSelector", {}).get("labels", {}) == p.node_selectors
+    assert k8s.get("tolerations", []) == [{k: v for k, v in {"key": t.key, "operator": t.operator, "value": t.value,
+                                                "effect": t.effect}.items() if v is not None}
+                           for t in p.tolerations]
+    assert container["image"] == BUILT[p.image]
+    assert {"name": CPUS_ENV, "value": p.cpu} in container["env"]
+
+    for task in LIGHT_TASKS:
+        light, light_k8s = _by_task(executors, task)
+        assert "accelerator" not in light["resources"], task
+        assert light["resources"]["resourceCpuRequest"] == "500m"
+        assert not light_k8s.get("nodeSelector") and not light_k8s.get("tolerations"), task
+        assert light["image"] == BUILT[LIGHT]
+
+
+def test_accelerator_presets_match_the_papers_hardware_vocabulary():
+    gpus = {n: p for n, p in PRESETS.items() if p.accelerator == GPU_RESOURCE}
+    tpus = {n: p for n, p in PRESETS.items() if p.accelerator == TPU_RESOURCE}
+    assert set(gpus) == {"nvidia-l4", "nvidia-a100-80gb", "nvidia-h100-80gb"}
+    assert set(tpus) == {"tpu-v5e-1x1", "tpu-v5e-2x2", "tpu-v5e-2x4"}
+    for name, p in gpus.items():  # GKE's accelerator label is the preset's name
+        assert p.node_selectors["cloud.google.com/gke-accelerator"] == name
+    for name, p in tpus.items():  # single-host v5e: chips = product of the topology
+        rows, cols = map(int, name.rsplit("-", 1)[1].split("x"))
+        assert p.accelerator_count == rows * cols
+        assert p.node_selectors["cloud.google.com/gke-tpu-topology"] == f"{rows}x{cols}"
+        assert p.node_selectors["cloud.google.com/gke-tpu-accelerator"] == "tpu-v5-lite-podslice"
+
+
+def test_compile_cli_reads_skaffold_images(tmp_path, capsys):
+    images = tmp_path / "images.json"
+    images.write_text(json.dumps({"builds": [{"imageName": n, "tag": t} for n, t in BUILT.items()]}))
+    out = tmp_path / "p.yaml"
+    assert main(["compile", "-o", str(out), "--preset", "tpu-v5e-2x2", "--images", str(images)]) == 0
+    text = out.read_text()
+    assert BUILT["batchscale-trainer-tpu"] in text and BUILT[LIGHT] in text
+    assert ":dev" not in text
+
+
+def test_images_file_errors_name_the_problem(tmp_path, capsys):
+    partial = tmp_path / "light-only.json"
+    partial.write_text(json.dumps({"builds": [{"imageName": LIGHT, "tag": BUILT[LIGHT]}]}))
+    assert main(["compile", "-o", str(tmp_path / "p.yaml"), "--preset", "nvidia-l4",
+                 "--images", str(partial)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "batchscale-trainer-gpu" in err[0] and "-p gpu" in err[0]
+
+    typo = tmp_path / "typo.json"
+    typo.write_text(json.dumps({"builds": [{"imageName": "batchscale-lite", "tag": "x"}]}))
+    with pytest.raises(ValueError, match="unknown images.*batchscale-lite"):
+        read_images_file(str(typo))
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not skaffold's --file-output"):
+        read_images_file(str(tmp_path / "bad.json"))
+    with pytest.raises(ValueError, match="not found"):
+        read_images_file(str(tmp_path / "missing.json"))
+    assert image_reference(LIGHT, None) == f"{LIGHT}:dev"
+
+
+def test_available_cpus_follows_the_pod_request(monkeypatch):
+    for value, cpus in [("6", 6), ("500m", 1), ("2500m", 2), ("100", 100)]:
+        monkeypatch.setenv(CPUS_ENV, value)
+        assert available_cpus() == cpus
+    monkeypatch.delenv(CPUS_ENV)
+    assert available_cpus() >= 1
