@@ -184,17 +184,10 @@ def _print_report(spec, store, rebuild: bool, elapsed: float | None = None) -> i
 
 
 def cmd_report(args) -> int:
-    from components.store import StudyStore
+    from components.results import open_study
 
-    location = args.study.rstrip("/")
-    root, _, study = location.rpartition("/")
-    if not study or not root or root == "gs:/":
-        raise SpecError(f"study: {args.study!r} must be STORE/STUDY, e.g. ./batchscale-store/quickstart")
-    store = StudyStore(root)
-    spec = store.read_spec(study)
-    if spec.store != root:
-        spec = StudySpec.from_dict({**spec.to_dict(), "store": root})
-    return _print_report(spec, store, rebuild=True)
+    study = open_study(args.study)
+    return _print_report(study.spec, study.store, rebuild=True)
 
 
 def cmd_compile(args) -> int:

@@ -103,3 +103,23 @@ def tiny_spec_dict(store: str, **changes) -> dict:
     }
     raw.update(changes)
     return raw
+
+
+@pytest.fixture(scope="session")
+def gcs_study(gcs_emulator):
+    """A tiny study ("tiny", digits, batch sizes 16 and 128) trained for real straight into
+    a gs:// store; returns the store root."""
+    from components.data_prep.prepare import prepare_dataset
+    from components.search.trials import make_trials
+    from components.spec import StudySpec
+    from components.store import StudyStore
+    from components.train_trial.trainer import run_trial
+
+    root = f"gs://{gcs_emulator['bucket']}/report-test"
+    spec = StudySpec.from_dict(tiny_spec_dict(root, max_steps=120))
+    store = StudyStore(root)
+    prepare_dataset(store, "digits", log=lambda *_: None)
+    store.register_study(spec)
+    for trial in make_trials(spec):
+        run_trial(spec, trial, store, log=lambda *_: None)
+    return root

@@ -60,9 +60,9 @@ def test_every_preset_places_the_trainer_and_only_the_trainer(tmp_path, preset):
     else:
         assert "accelerator" not in resources
     assert k8s.get("nodeSelector", {}).get("labels", {}) == p.node_selectors
-    assert k8s.get("tolerations", []) == [{k: v for k, v in {"key": t.key, "operator": t.operator, "value": t.value,
-                                                "effect": t.effect}.items() if v is not None}
-                           for t in p.tolerations]
+    expected = [{"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
+                for t in p.tolerations]
+    assert k8s.get("tolerations", []) == [{k: v for k, v in t.items() if v is not None} for t in expected]
     assert container["image"] == BUILT[p.image]
     assert {"name": CPUS_ENV, "value": p.cpu} in container["env"]
 

@@ -9,26 +9,8 @@ import subprocess
 
 import pytest
 
-from components.data_prep.prepare import prepare_dataset
-from components.search.trials import make_trials
-from components.spec import StudySpec
 from components.store import StudyStore
-from components.train_trial.trainer import run_trial
 from pipelines.cli import main
-from tests.conftest import tiny_spec_dict
-
-
-@pytest.fixture(scope="module")
-def gcs_study(gcs_emulator):
-    """A tiny study trained for real straight into a gs:// store."""
-    root = f"gs://{gcs_emulator['bucket']}/report-test"
-    spec = StudySpec.from_dict(tiny_spec_dict(root, max_steps=120))
-    store = StudyStore(root)
-    prepare_dataset(store, "digits", log=lambda *_: None)
-    store.register_study(spec)
-    for trial in make_trials(spec):
-        run_trial(spec, trial, store, log=lambda *_: None)
-    return root
 
 
 def test_report_from_gcs(gcs_study, capsys):
