@@ -36,7 +36,7 @@ PROJECT_ID_PLACES = [
     re.compile(r"gcr\.io/([a-z][a-z0-9-]{4,28}[a-z0-9])/"),
     re.compile(r"project-id:\s*['\"]?([a-z][a-z0-9-]{4,28}[a-z0-9])"),
     re.compile(r"--project[= ]([a-z][a-z0-9-]{4,28}[a-z0-9])\b"),
-    re.compile(r"\bproject_id\s*[=:]\s*['\"]?([a-z][a-z0-9-]{4,28}[a-z0-9])"),
+    re.compile(r"\bproject_id\s*=\s*['\"]?([a-z][a-z0-9-]{4,28}[a-z0-9])"),  # env files, code
 ]
 # Placeholders: the shipped example, and values tests substitute to prove settings flow.
 PLACEHOLDER = re.compile(r"^(example-[a-z0-9-]+|other-proj-[0-9]+|my-project)$")

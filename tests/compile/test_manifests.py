@@ -1,0 +1,289 @@
+"""manifests/: every overlay builds with every kustomize here (pykustomize and/or ``kubectl
+kustomize``) and they agree. Each built object is valid: built-in kinds against the
+Kubernetes JSON schemas of kubernetes-validate in strict mode (unknown fields refused),
+for 1.35.0, a current minor, and for the newest the package ships (1.37 at the time of
+writing), so an API removed later shows too; Config Connector kinds against the pydantic
+model generated from their published CRD. The settings in base/settings.env reach every
+field that needs them; node pools are spot, from zero, tainted; the Google service account
+gets access to the store's bucket only.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+import shutil
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from pipelines.gke_settings import DERIVED_KEYS, derive, parse_settings, render_settings
+from pipelines.placement import PRESETS
+from tests.kustomize_build import kustomize_builds
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+OVERLAYS = ("cpu", "gpu", "tpu")
+K8S_VERSIONS = ("1.35.0", kubernetes_validate.latest_version())
+CC_GROUP = ".cnrm.cloud.google.com"
+CLUSTER_SCOPED = {"PriorityClass"}
+DEFAULTS = ("example-project", "us-central1", "batchscale", "example-project-batchscale-store")
+
+GPU_POOLS = {  # node pool -> (machine type, accelerator type)
+    "batchscale-nvidia-l4": ("g2-standard-8", "nvidia-l4"),
+    "batchscale-nvidia-a100-80gb": ("a2-ultragpu-1g", "nvidia-a100-80gb"),
+    "batchscale-nvidia-h100-80gb": ("a3-highgpu-1g", "nvidia-h100-80gb"),
+}
+TPU_POOLS = {
+    "batchscale-tpu-v5e-1x1": "ct5lp-hightpu-1t",
+    "batchscale-tpu-v5e-2x2": "ct5lp-hightpu-4t",
+    "batchscale-tpu-v5e-2x4": "ct5lp-hightpu-8t",
+}
+SPOT_TAINT = ("cloud.google.com/gke-spot", "true", "NO_SCHEDULE")
+TAINTS = {"gpu": {("nvidia.com/gpu", "present", "NO_SCHEDULE"), SPOT_TAINT},
+          "tpu": {("google.com/tpu", "present", "NO_SCHEDULE"), SPOT_TAINT}}
+
+
+def _key(obj: dict) -> tuple:
+    meta = obj["metadata"]
+    return obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"]
+
+
+def _agreed(path: Path) -> list[dict]:
+    """The objects of one build, after checking every implementation emits the same ones."""
+    builds = kustomize_builds(path)
+    by_impl = {name: sorted(objs, key=_key) for name, objs in builds.items()}
+    (first, objs), *others = by_impl.items()
+    for name, other in others:
+        assert other == objs, f"{path}: {name} and {first} build different objects"
+    return objs
+
+
+@functools.cache
+def _built(overlay: str) -> tuple[dict, ...]:
+    return tuple(_agreed(MANIFESTS / "overlays" / overlay))
+
+
+def _one(objs, kind: str, name: str | None = None) -> dict:
+    found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def _pools(objs) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in objs if o["kind"] == "ContainerNodePool"}
+
+
+def _cc_model(obj: dict):
+    """The pydantic model of a Config Connector kind, checked to be for its API version."""
+    version = obj["apiVersion"].partition("/")[2]
+    try:
+        module = importlib.import_module(f"cnrm_pydantic_models.{obj['kind'].lower()}")
+    except ModuleNotFoundError:
+        module = None
+    if module is None:
+        pytest.fail(f"{obj['kind']} ({obj['apiVersion']}): no cnrm_pydantic_models model", pytrace=False)
+    header = Path(module.__file__).read_text()[:300]
+    assert f"{obj['kind'].lower()}_{version}.json" in header, f"{obj['kind']}: model is not {version}"
+    return module.Model
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_builds_the_same_everywhere_and_validates(overlay):
+    objs = _built(overlay)  # fails if the implementations disagree
+    assert objs
+    for obj in objs:
+        where = f"{overlay}: {obj['kind']}/{obj['metadata']['name']}"
+        if obj["apiVersion"].partition("/")[0].endswith(CC_GROUP):
+            _cc_model(obj).model_validate(obj)
+            continue
+        for version in K8S_VERSIONS:
+            problem = None
+            try:
+                kubernetes_validate.validate(obj, version, strict=True)
+            except kubernetes_validate.SchemaNotFoundError:
+                problem = f"no Kubernetes {version} schema and not a Config Connector kind"
+            except kubernetes_validate.ValidationError as e:
+                problem = f"Kubernetes {version}: {'.'.join(map(str, e.path)) or '(top)'}: {e.message}"
+            if problem:  # outside the except: no chained jsonschema dump in the report
+                pytest.fail(f"{where}: {problem}", pytrace=False)
+
+
+def test_overlays_share_the_base_and_only_add_node_pools():
+    base = {_key(o) for o in _built("cpu")}
+    assert {k[1] for k in base} == {"ServiceAccount", "RoleBinding", "ConfigMap", "PriorityClass",
+                                    "IAMServiceAccount", "IAMPolicyMember", "StorageBucket"}
+    for overlay, names in (("gpu", GPU_POOLS), ("tpu", TPU_POOLS)):
+        objs = _built(overlay)
+        assert {_key(o) for o in objs if o["kind"] != "ContainerNodePool"} == base
+        assert set(_pools(objs)) == set(names)
+
+
+def test_settings_configmap_is_not_emitted_and_defaults_are_placeholders():
+    for overlay in OVERLAYS:
+        objs = _built(overlay)
+        assert [o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"] == ["kfp-launcher"]
+        for obj in objs:
+            assert "config.kubernetes.io/local-config" not in obj["metadata"].get("annotations", {})
+    text = (MANIFESTS / "base" / "settings.env").read_text()
+    assert text == render_settings(*DEFAULTS)
+
+
+@pytest.mark.parametrize("overlay", ["gpu", "tpu"])
+def test_node_pools_spot_from_zero_tainted(overlay):
+    pools = _pools(_built(overlay))
+    for name, pool in pools.items():
+        spec, node = pool["spec"], pool["spec"]["nodeConfig"]
+        assert node["spot"] is True and "preemptible" not in node, name
+        scaling = spec["autoscaling"]
+        assert scaling.get("totalMinNodeCount", scaling.get("minNodeCount")) == 0, name
+        assert 1 <= scaling.get("totalMaxNodeCount", scaling.get("maxNodeCount", 0)) <= 8, name
+        assert scaling["locationPolicy"] == "ANY"
+        assert spec.get("initialNodeCount", 0) == 0
+        assert {(t["key"], t["value"], t["effect"]) for t in node["taint"]} == TAINTS[overlay], name
+        assert spec["management"] == {"autoRepair": True, "autoUpgrade": True}
+        assert node["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
+        assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        if overlay == "gpu":
+            machine, accelerator = GPU_POOLS[name]
+            driver = {"gpuDriverVersion": "LATEST"}
+            assert node["guestAccelerator"] == [
+                {"type": accelerator, "count": 1, "gpuDriverInstallationConfig": driver}]
+        else:
+            machine = TPU_POOLS[name]
+            assert "guestAccelerator" not in node and "placementPolicy" not in spec  # single host
+        assert node["machineType"] == machine
+
+
+def test_node_pools_match_the_placement_presets():
+    """Each accelerator preset has its node pool (batchscale-<preset>), with the preset's
+    machine type, the accelerator its node selector names, and taints it tolerates."""
+    pools = {**_pools(_built("gpu")), **_pools(_built("tpu"))}
+    assert {f"batchscale-{p}" for p, preset in PRESETS.items() if preset.accelerator} == set(pools)
+    for name, pool in pools.items():
+        preset, node = PRESETS[name.removeprefix("batchscale-")], pool["spec"]["nodeConfig"]
+        assert preset.machine_type == node["machineType"], name
+        for accelerator in node.get("guestAccelerator", []):
+            assert preset.node_selectors["cloud.google.com/gke-accelerator"] == accelerator["type"]
+        for taint in node["taint"]:
+            assert any(t.key == taint["key"] and t.effect == "NoSchedule"
+                       and (t.operator == "Exists" or t.value == taint["value"])
+                       for t in preset.tolerations), f"{name}: preset does not tolerate {taint}"
+
+
+def test_gsa_gets_the_bucket_and_workload_identity_only():
+    objs = _built("gpu")
+    kinds = {o["kind"] for o in objs}
+    assert not kinds & {"IAMPolicy", "IAMPartialPolicy", "IAMAuditConfig", "IAMCustomRole"}
+    members = {o["metadata"]["name"]: o["spec"] for o in objs if o["kind"] == "IAMPolicyMember"}
+    assert set(members) == {"batchscale-workload-identity", "batchscale-store-object-admin"}
+    gsa = _one(objs, "IAMServiceAccount")["metadata"]["name"]
+    bucket = _one(objs, "StorageBucket")
+    wi, store = members["batchscale-workload-identity"], members["batchscale-store-object-admin"]
+    assert wi["role"] == "roles/iam.workloadIdentityUser"
+    assert wi["resourceRef"] == {"kind": "IAMServiceAccount", "name": gsa}
+    assert store["role"] == "roles/storage.objectAdmin"
+    assert store["resourceRef"] == {"kind": "StorageBucket", "name": bucket["metadata"]["name"]}
+    assert store["memberFrom"] == {"serviceAccountRef": {"name": gsa}} and "member" not in store
+    assert bucket["spec"]["uniformBucketLevelAccess"] is True
+    assert bucket["spec"]["publicAccessPrevention"] == "enforced"
+
+
+def test_no_credentials_anywhere():
+    for overlay in OVERLAYS:
+        assert not {o["kind"] for o in _built(overlay)} & {"IAMServiceAccountKey", "Secret", "StorageHMACKey"}
+    for path in MANIFESTS.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert not re.search(r"PRIVATE KEY|private_key|\"type\":\s*\"service_account\"", text), path
+
+
+def test_settings_reach_every_field(tmp_path):
+    copy = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy)
+    (copy / "base" / "settings.env").write_text(
+        render_settings("other-proj-123", "europe-west4", "c2", "other-bucket", namespace="team-a"))
+    gpu, tpu = (_agreed(copy / "overlays" / overlay) for overlay in ("gpu", "tpu"))
+    objs = gpu + tpu
+    for obj in objs:
+        meta = obj["metadata"]
+        if obj["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in meta, obj["kind"]
+        else:
+            assert meta.get("namespace") == "team-a", f"{obj['kind']}/{meta['name']}"
+        if obj["apiVersion"].partition("/")[0].endswith(CC_GROUP):
+            assert meta["annotations"]["cnrm.cloud.google.com/project-id"] == "other-proj-123", meta["name"]
+    ksa = _one(gpu, "ServiceAccount", "batchscale-runner")
+    assert ksa["metadata"]["annotations"] == {
+        "iam.gke.io/gcp-service-account": "batchscale@other-proj-123.iam.gserviceaccount.com"}
+    binding = _one(gpu, "RoleBinding", "batchscale-runner")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "batchscale-runner", "namespace": "team-a"}]
+    wi = _one(gpu, "IAMPolicyMember", "batchscale-workload-identity")
+    assert wi["spec"]["member"] == "serviceAccount:other-proj-123.svc.id.goog[team-a/batchscale-runner]"
+    bucket = _one(gpu, "StorageBucket")
+    assert (bucket["spec"]["resourceID"], bucket["spec"]["location"]) == ("other-bucket", "EUROPE-WEST4")
+    launcher = _one(gpu, "ConfigMap", "kfp-launcher")
+    assert launcher["data"] == {"defaultPipelineRoot": "gs://other-bucket/pipeline-root"}
+    pools = [o for o in objs if o["kind"] == "ContainerNodePool"]
+    assert len(pools) == 6
+    for pool in pools:
+        assert pool["spec"]["location"] == "europe-west4"
+        assert pool["spec"]["clusterRef"] == {
+            "external": "projects/other-proj-123/locations/europe-west4/clusters/c2"}
+    dumped = yaml.safe_dump_all(objs)
+    for default in ("example-project", "us-central1", "US-CENTRAL1", "kubeflow"):
+        assert default not in dumped
+
+
+def test_render_and_parse_round_trip():
+    text = render_settings("other-proj-123", "europe-west4-b", "c2", "other_bucket.x", namespace="team-a")
+    values = parse_settings(text)
+    assert values == derive("other-proj-123", "europe-west4-b", "c2", "other_bucket.x", "team-a")
+    assert values["bucket_location"] == "EUROPE-WEST4"  # a zonal cluster's bucket is regional
+    assert values["cluster_ref"] == "projects/other-proj-123/locations/europe-west4-b/clusters/c2"
+    assert set(DERIVED_KEYS) < set(values)
+    assert parse_settings((MANIFESTS / "base" / "settings.env").read_text())["namespace"] == "kubeflow"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("Proj-123", "us-central1", "c", "b-1"), "project_id: 'Proj-123' is not a GCP project id"),
+    (("abc", "us-central1", "c", "b-1"), "project_id: 'abc' is not a GCP project id"),
+    (("1project", "us-central1", "c", "b-1"), "project_id: '1project' is not"),
+    (("project-", "us-central1", "c", "b-1"), "project_id: 'project-' is not"),
+    (("p" * 31, "us-central1", "c", "b-1"), "project_id:"),
+    (("my-project", "us central1", "c", "b-1"), "location: 'us central1' is not a GCP region or zone"),
+    (("my-project", "us-central1", "C_1", "b-1"), "cluster: 'C_1' is not a GKE cluster name"),
+    (("my-project", "us-central1", "c", "ab"), "bucket: 'ab' is not a bucket name"),
+    (("my-project", "us-central1", "c", "Bucket"), "bucket: 'Bucket' is not a bucket name"),
+    (("my-project", "us-central1", "c", "b" * 64), "bucket:"),
+    (("my-project", "us-central1", "c", "gs://b"), "bucket: 'gs://b' is not"),
+    (("my-project", "us-central1", "c", "b-1", "Team_A"),
+     "namespace: 'Team_A' is not a Kubernetes namespace"),
+])
+def test_render_refuses_bad_values_in_one_line(args, message):
+    with pytest.raises(ValueError) as caught:
+        render_settings(*args)
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("project_id=example-project", "project_id=other-proj-456"),
+     "settings: gsa_email is 'batchscale@example-project"),
+    (lambda t: t.replace("namespace=kubeflow\n", ""), "settings: missing namespace"),
+    (lambda t: t + "zone=us-central1-a\n", "settings line 15: unknown key 'zone'"),
+    (lambda t: t + "bucket\n", "settings line 15: 'bucket' is not KEY=VALUE"),
+    (lambda t: t + "cluster=c2\n", "settings line 15: cluster given twice"),
+    (lambda t: t.replace("bucket=example-project-batchscale-store", "bucket=UPPER"),
+     "bucket: 'UPPER' is not a bucket name"),
+])
+def test_parse_refuses_inconsistent_files_in_one_line(edit, message):
+    text = edit(render_settings(*DEFAULTS))
+    with pytest.raises(ValueError) as caught:
+        parse_settings(text)
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
