@@ -2,10 +2,13 @@
 
   batchscale run --local [SPEC]     the pipeline through kfp.local, with a progress line
   batchscale compile [SPEC]         the pipeline YAML for Kubeflow Pipelines
+  batchscale upload [SPEC] --preset P   the compiled pipeline to Kubeflow Pipelines (idempotent)
+  batchscale submit [SPEC] --preset P   upload, then start a run; prints the run's URL
   batchscale report STORE/STUDY     the steps-to-result table, and the report rewritten
   batchscale validate [SPEC]        check a spec (and its flags) without running anything
   batchscale workloads [--json]     the workloads with defaults: goal, search space, budgets
   batchscale presets                the trainer placement presets (GPU, TPU, CPU node pools)
+  batchscale gke-settings ...       manifests/base/settings.env for your project and cluster
 
 SPEC is a YAML file; without it the embedded default study (quickstart) is used. Flags
 override fields of the spec. A bad spec exits with status 2 and one line naming the
@@ -242,6 +245,20 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def cmd_gke_settings(args) -> int:
+    from pipelines.gke_settings import render_settings
+
+    text = render_settings(args.project, args.location, args.cluster, args.bucket, args.namespace)
+    if args.output == "-":
+        print(text, end="")
+    else:
+        with open(args.output, "w") as fh:
+            fh.write(text)
+        print(f"wrote {args.output}: store gs://{args.bucket}, namespace {args.namespace}, "
+              f"cluster {args.cluster} in {args.location}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchscale", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -267,6 +284,20 @@ def make_parser() -> argparse.ArgumentParser:
     wl.set_defaults(func=cmd_workloads)
     pre = sub.add_parser("presets", help="list the trainer placement presets (accelerators, node pools)")
     pre.set_defaults(func=cmd_presets)
+    gke = sub.add_parser("gke-settings", help="write manifests/base/settings.env for your project")
+    gke.add_argument("--project", required=True, help="Google Cloud project id")
+    gke.add_argument("--location", required=True, help="the GKE cluster's region or zone")
+    gke.add_argument("--cluster", required=True, help="the GKE cluster's name")
+    gke.add_argument("--bucket", required=True,
+                     help="the study store's bucket (created by Config Connector)")
+    gke.add_argument("--namespace", default="kubeflow",
+                     help="where KFP runs pods (default: kubeflow; a profile namespace in "
+                          "multi-user Kubeflow)")
+    gke.add_argument("--output", "-o", default="manifests/base/settings.env", help="'-' for stdout")
+    gke.set_defaults(func=cmd_gke_settings)
+    from pipelines.cli_cluster import add_cluster_commands
+
+    add_cluster_commands(sub)  # upload, submit
     return parser
 
 

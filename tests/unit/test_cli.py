@@ -125,3 +125,23 @@ def test_workload_flag_starts_from_its_defaults(capsys):
     assert spec["goals"][0]["value"] == 0.3 and set(spec["max_steps"]) == {"64", "128"}
     assert main(["validate", "toy_resnet8"]) == 0  # a shipped study by name
     assert json.loads(capsys.readouterr().out)["workload"]["model"] == "resnet_8"
+
+
+def test_gke_settings_writes_the_file_kustomize_reads(tmp_path, capsys):
+    from pipelines.gke_settings import parse_settings
+
+    out = tmp_path / "settings.env"
+    assert main(["gke-settings", "--project", "example-ml-123", "--location", "europe-west4",
+                 "--cluster", "c1", "--bucket", "acme-studies", "--namespace", "team-a",
+                 "-o", str(out)]) == 0
+    settings = parse_settings(out.read_text())
+    assert settings["gsa_email"] == "batchscale@example-ml-123.iam.gserviceaccount.com"
+    assert settings["workload_identity_member"] == (
+        "serviceAccount:example-ml-123.svc.id.goog[team-a/batchscale-runner]")
+    assert settings["pipeline_root"] == "gs://acme-studies/pipeline-root"
+    capsys.readouterr()
+    assert main(["gke-settings", "--project", "Acme", "--location", "x", "--cluster", "c",
+                 "--bucket", "b1b", "-o", str(tmp_path / "bad.env")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "project_id" in err[0]
+    assert not (tmp_path / "bad.env").exists()
