@@ -24,8 +24,8 @@ KEYS = INPUT_KEYS + DERIVED_KEYS
 _HEADER = """\
 # batchscale cluster settings: the one file to edit (see manifests/README.md).
 # kustomize copies every value below into the manifests. The last five lines are derived
-# from the first five; regenerate the file with pipelines/gke_settings.render_settings
-# (the batchscale CLI wraps it) rather than editing them by hand.
+# from the first five: write the file with `batchscale gke-settings --project P
+# --location L --cluster C --bucket B [--namespace N]` rather than editing them by hand.
 """
 
 _RULES = {
