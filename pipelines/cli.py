@@ -194,14 +194,11 @@ def cmd_report(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from components.images import read_images_file
     from pipelines.study import compile_pipeline
 
     spec = build_spec(args)
-    if args.pipeline_store and not args.pipeline_store.startswith("gs://"):
-        raise SpecError("--pipeline-store: a cluster run needs a gs://bucket/prefix store")
-    images = read_images_file(args.images) if args.images else None
-    compile_pipeline(spec, args.output, store_root=args.pipeline_store or "", preset=args.preset,
+    images = images_arg(args)
+    compile_pipeline(spec, args.output, store_root=pipeline_store_arg(args), preset=args.preset,
                      images=images)
     print(f"wrote {args.output} (study {spec.name}, parallelism {spec.parallelism}, preset {args.preset})")
     if not (args.pipeline_store or spec.store.startswith("gs://")):
@@ -211,6 +208,20 @@ def cmd_compile(args) -> int:
         print("note: no --images given, so the pipeline names placeholder images (*:dev); build "
               "them with `skaffold build --file-output build/images.json`", file=sys.stderr)
     return 0
+
+
+def images_arg(args) -> dict[str, str] | None:
+    """The built image references from --images, or None (the pipeline keeps placeholders)."""
+    from components.images import read_images_file
+
+    return read_images_file(args.images) if args.images else None
+
+
+def pipeline_store_arg(args) -> str:
+    """--pipeline-store, checked (a cluster run writes to a bucket); "" when not given."""
+    if args.pipeline_store and not args.pipeline_store.startswith("gs://"):
+        raise SpecError("--pipeline-store: a cluster run needs a gs://bucket/prefix store")
+    return args.pipeline_store or ""
 
 
 def add_placement_args(parser: argparse.ArgumentParser) -> None:

@@ -15,14 +15,7 @@ from __future__ import annotations
 import argparse
 
 from pipelines import kfp_connect, kfp_publish
-
-
-def _images(args) -> dict | None:
-    if not args.images:
-        return None
-    from components.images import read_images_file
-
-    return read_images_file(args.images)
+from pipelines.gke_settings import KSA_NAME
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -34,13 +27,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_upload(args) -> int:
-    from pipelines.cli import build_spec
+    from pipelines.cli import build_spec, images_arg, pipeline_store_arg
 
     spec = build_spec(args)
-    if args.pipeline_store and not args.pipeline_store.startswith("gs://"):
-        raise ValueError("--pipeline-store: a cluster run needs a gs://bucket/prefix store")
-    store_root = args.pipeline_store or (spec.store if spec.store.startswith("gs://") else "")
-    images = _images(args)
+    store_root = pipeline_store_arg(args) or (spec.store if spec.store.startswith("gs://") else "")
+    images = images_arg(args)
     with kfp_connect.connect(args) as (client, ui_base):
         out = kfp_publish.upload(client, spec, args.preset, images=images, store_root=store_root)
     what = ("created pipeline and version" if out["pipeline_created"]
@@ -52,11 +43,11 @@ def cmd_upload(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from pipelines.cli import build_spec
+    from pipelines.cli import build_spec, images_arg
 
     spec = build_spec(args)
     kfp_publish.require_gs_store(spec)  # before any connection is made
-    images = _images(args)
+    images = images_arg(args)
     with kfp_connect.connect(args) as (client, ui_base):
         out = kfp_publish.submit(client, spec, args.preset, images=images, experiment=args.experiment,
                                  pipeline_root=args.pipeline_root, service_account=args.service_account,
@@ -81,7 +72,7 @@ def add_cluster_commands(sub) -> None:
     run.add_argument("--experiment", help="experiment name (default: the study name)")
     run.add_argument("--pipeline-root", metavar="gs://...",
                      help="where KFP keeps artifacts (default: <store>/pipeline-root)")
-    run.add_argument("--service-account", default="batchscale-runner",
+    run.add_argument("--service-account", default=KSA_NAME,
                      help="Kubernetes service account of the run's pods (default: batchscale-runner)")
     run.add_argument("--run-name", help="run name (default: <study>-<UTC time>)")
     sm.set_defaults(func=cmd_submit)

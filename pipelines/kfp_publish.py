@@ -23,6 +23,7 @@ import tempfile
 import time
 
 from components.spec import SpecError, StudySpec
+from pipelines.gke_settings import KSA_NAME
 
 DESCRIPTION = ("batchscale: steps to a goal validation error against batch size (Shallue et al. "
                "2019); one pipeline per trainer placement preset, versions named <study>-<hash>.")
@@ -151,7 +152,7 @@ def run_url(ui_base: str, run_id: str) -> str:
 
 
 def submit(client, spec: StudySpec, preset: str, images: dict | None = None, experiment: str | None = None,
-           pipeline_root: str | None = None, service_account: str = "batchscale-runner",
+           pipeline_root: str | None = None, service_account: str = KSA_NAME,
            run_name: str | None = None, ui_base: str = "") -> dict:
     """Upload (idempotently) and start a run of the study in its experiment; returns the ids and URL."""
     require_gs_store(spec)
