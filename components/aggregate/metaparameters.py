@@ -1,0 +1,242 @@
+"""How the best metaparameters move with batch size, and whether the search was wide enough.
+
+Shallue et al. (2019) tune learning rate and momentum anew at every batch size and then
+look at the winners (Section 4.7, Figures 8, 21, 22): the optimal effective learning rate
+η/(1−γ) tends to grow with batch size but follows neither the linear nor the square-root
+rule of thumb. They also check every search space by eye (Figures 13, 14) and re-search
+when the best trial sits on a boundary: a best trial at the edge means the optimum may lie
+outside the space, so the measured steps to result is only an upper bound. These helpers
+give the tables behind those checks; the figures are in ``plots_metaparameters``.
+
+Inputs: ``trials`` has one row per trial (batch_size, trial_id, status, one column per
+metaparameter, and a boolean ``reached`` column); ``summary`` is steps to result per batch
+size for one goal (see ``steps.SUMMARY_COLUMNS``); ``search_space`` maps a batch size to
+the paper's study.json ``parameter_configs``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+HEURISTIC_PARAMETERS = ("learning_rate", "effective_learning_rate")
+OPTIMAL_COLUMNS = [
+    "batch_size", "best_trial", "steps_to_result", "learning_rate", "momentum",
+    "effective_learning_rate",
+] + [f"{rule}_{p}" for p in HEURISTIC_PARAMETERS for rule in ("linear", "sqrt")]
+COUNT_COLUMNS = [
+    "batch_size", "trials", "complete", "incomplete", "infeasible", "reached",
+    "reached_fraction", "diverged_fraction",
+]
+
+
+def _missing(value) -> bool:
+    """None, NaN and pandas' NA all mean 'no value' (best_trial is None or NaN by origin)."""
+    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
+
+
+def effective_learning_rate(learning_rate, momentum) -> np.ndarray:
+    """η/(1−γ) (paper Section 2.2); missing momentum is plain SGD (γ = 0), γ ≥ 1 is NaN."""
+    lr = pd.to_numeric(pd.Series(learning_rate), errors="coerce").to_numpy(dtype=float)
+    gamma = pd.to_numeric(pd.Series(momentum), errors="coerce").to_numpy(dtype=float)
+    gamma = np.nan_to_num(gamma, nan=0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(gamma < 1.0, lr / (1.0 - gamma), np.nan)
+
+
+def optimal_metaparameters(summary: pd.DataFrame) -> pd.DataFrame:
+    """The best trial's metaparameters per batch size, with the scaling heuristics.
+
+    Only batch sizes with a best trial appear. Momentum is 0 where missing (plain SGD) and
+    the effective learning rate is recomputed from learning rate and momentum. The
+    heuristics are anchored at the smallest such batch size B0 with value p0:
+    ``linear_<p> = p0·B/B0`` and ``sqrt_<p> = p0·sqrt(B/B0)`` for the learning rate and
+    the effective learning rate (the two rules of thumb Figures 8 and 21 test).
+    """
+    if summary is None or summary.empty:
+        return pd.DataFrame(columns=OPTIMAL_COLUMNS)
+    if "best_trial" in summary:
+        has_best = summary["best_trial"].map(lambda v: not _missing(v))
+    else:
+        has_best = summary["steps_to_result"].notna()
+    rows = summary[has_best.astype(bool)].sort_values("batch_size")
+    if rows["batch_size"].duplicated().any():
+        raise ValueError("summary has several rows for one batch size: pass a single goal's rows")
+    out = pd.DataFrame({"batch_size": rows["batch_size"].astype(int).to_numpy()})
+    for column in ("best_trial", "steps_to_result"):
+        out[column] = rows[column].to_numpy() if column in rows else np.nan
+    out["learning_rate"] = pd.to_numeric(rows["learning_rate"], errors="coerce").to_numpy(float)
+    momentum = rows["momentum"] if "momentum" in rows else pd.Series(0.0, index=rows.index)
+    out["momentum"] = pd.to_numeric(momentum, errors="coerce").fillna(0.0).to_numpy(float)
+    out["effective_learning_rate"] = effective_learning_rate(out["learning_rate"], out["momentum"])
+    ratio = out["batch_size"] / out["batch_size"].iloc[0] if len(out) else out["batch_size"]
+    for p in HEURISTIC_PARAMETERS:
+        p0 = out[p].iloc[0] if len(out) else math.nan
+        out[f"linear_{p}"] = p0 * ratio
+        out[f"sqrt_{p}"] = p0 * np.sqrt(ratio)
+    return out[OPTIMAL_COLUMNS].reset_index(drop=True)
+
+
+def _status(trials: pd.DataFrame) -> pd.Series:
+    return trials["status"] if "status" in trials else pd.Series("", index=trials.index)
+
+
+def reached_mask(trials: pd.DataFrame) -> pd.Series:
+    """True for COMPLETE trials whose ``reached`` is true (missing column: none reached)."""
+    if "reached" not in trials:
+        return pd.Series(False, index=trials.index)
+    reached = trials["reached"].map(lambda v: False if _missing(v) else bool(v))
+    return reached.astype(bool) & (_status(trials) == "COMPLETE")
+
+
+def trial_outcomes(trials: pd.DataFrame) -> pd.Series:
+    """'reached', 'not reached' (complete or incomplete) or 'infeasible' per trial."""
+    outcome = pd.Series("not reached", index=trials.index, dtype=object)
+    outcome[reached_mask(trials)] = "reached"
+    outcome[_status(trials) == "INFEASIBLE"] = "infeasible"
+    return outcome
+
+
+def trial_counts(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per batch size: how many trials ran, finished, diverged and reached the goal.
+
+    ``reached`` counts COMPLETE trials only; ``reached_fraction`` is reached/complete (NaN
+    with no complete trial) and ``diverged_fraction`` infeasible/trials. A search space
+    where few trials reach the goal, or many diverge, deserves a second look (Section 5).
+    Without a ``reached`` column, reached and reached_fraction are NaN (unknown, not 0).
+    """
+    if trials is None or trials.empty:
+        return pd.DataFrame(columns=COUNT_COLUMNS)
+    known = "reached" in trials
+    table = trials.assign(_reached=reached_mask(trials))
+    rows = []
+    for batch_size, group in table.groupby("batch_size", sort=True):
+        status = group["status"]
+        complete = int((status == "COMPLETE").sum())
+        infeasible = int((status == "INFEASIBLE").sum())
+        reached = int(group["_reached"].sum()) if known else math.nan
+        rows.append({
+            "batch_size": int(batch_size), "trials": len(group), "complete": complete,
+            "incomplete": int((status == "INCOMPLETE").sum()), "infeasible": infeasible,
+            "reached": reached, "reached_fraction": reached / complete if complete else math.nan,
+            "diverged_fraction": infeasible / len(group),
+        })
+    return pd.DataFrame.from_records(rows, columns=COUNT_COLUMNS)
+
+
+def parameter_configs(search_space: dict | None, batch_size) -> dict:
+    """One batch size's parameter_configs; keys may be ints or (from JSON) strings."""
+    if not search_space:
+        return {}
+    for key in (batch_size, int(batch_size), str(int(batch_size))):
+        if key in search_space:
+            return search_space[key] or {}
+    return {}
+
+
+def _unit(value: float, lo: float, hi: float, scale: str) -> float | None:
+    """Where ``value`` lies in [lo, hi] in the scale's own unit: 0 at min, 1 at max.
+
+    LOG_SCALE: log(v). REVERSE_LOG_SCALE: −log(1−v), so 1 − v is log-uniform and 1 still
+    means the largest value (momentum near 1). Falls back to linear where the transform
+    is undefined (log of a non-positive bound); None for an empty range.
+    """
+    if scale == "LOG_SCALE" and lo > 0 and hi > 0 and value > 0:
+        value, lo, hi = math.log(value), math.log(lo), math.log(hi)
+    elif scale == "REVERSE_LOG_SCALE" and lo < 1 and hi < 1 and value < 1:
+        value, lo, hi = -math.log1p(-value), -math.log1p(-lo), -math.log1p(-hi)
+    if hi == lo:
+        return None
+    return (value - lo) / (hi - lo)
+
+
+def _best_values(trials: pd.DataFrame, row: pd.Series) -> dict:
+    """The best trial's metaparameters: its trials row, else the summary row itself."""
+    if trials is not None and not trials.empty:
+        match = trials[(trials["batch_size"] == row["batch_size"])
+                       & (trials["trial_id"] == row["best_trial"])]
+        if len(match):
+            return match.iloc[0].to_dict()
+    return row.to_dict()
+
+
+def _fmt(value) -> str:
+    """Short, but with enough digits near 1 to tell 0.999 from 0.9999 (momentum)."""
+    if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+        return str(value)
+    if 0.9 <= value < 1:
+        return f"{value:.{min(int(-math.log10(1 - value)) + 2, 12)}f}".rstrip("0")
+    return f"{value:.3g}"
+
+
+def edge_warnings(trials: pd.DataFrame, summary: pd.DataFrame, search_space: dict | None,
+                  margin: float = 0.05) -> list[dict]:
+    """Best trials within ``margin`` of a searched range's end (the paper's Figure 13 check).
+
+    Continuous parameters (DOUBLE/INTEGER with min and max) warn when their position in
+    the range, in the scale's own unit, is ≤ margin ("min") or ≥ 1 − margin ("max").
+    DISCRETE parameters warn at the smallest or largest feasible point only when there are
+    at least 3 points (with 2, every value is an end). Parameters missing from the search
+    space, and batch sizes without a best trial or a known space, are skipped silently.
+    """
+    warnings: list[dict] = []
+    if summary is None or summary.empty or "best_trial" not in summary:
+        return warnings
+    for _, row in summary.sort_values("batch_size").iterrows():
+        if _missing(row["best_trial"]):
+            continue
+        configs = parameter_configs(search_space, row["batch_size"])
+        values = _best_values(trials, row)
+        for name, config in configs.items():
+            value = values.get(name)
+            if _missing(value):
+                continue
+            found = _edge(value, config or {}, margin)
+            if found is None:
+                continue
+            edge, bounds, where = found
+            batch = int(row["batch_size"])
+            warnings.append({
+                "batch_size": batch, "parameter": name, "value": value, "edge": edge,
+                "range": bounds,
+                "message": (f"batch {batch}: best trial's {name} {_fmt(value)} is {where} "
+                            f"[{_fmt(bounds[0])}, {_fmt(bounds[1])}]; the paper re-searched "
+                            "with a wider range in this case"),
+            })
+    return warnings
+
+
+def _edge(value, config: dict, margin: float):
+    """(edge, [lo, hi], wording) when ``value`` is at an end of ``config``, else None."""
+    kind = config.get("type", "")
+    if kind == "DISCRETE":
+        try:
+            points = sorted(config.get("feasible_points") or [])
+        except TypeError:  # mixed types: no order to speak of
+            return None
+        if len(points) < 3 or value not in points:
+            return None
+        bounds = [points[0], points[-1]]
+        if value == points[-1]:
+            return "max", bounds, "the largest of the feasible points"
+        if value == points[0]:
+            return "min", bounds, "the smallest of the feasible points"
+        return None
+    lo, hi = config.get("min_value"), config.get("max_value")
+    if kind not in ("DOUBLE", "INTEGER") or _missing(lo) or _missing(hi):
+        return None
+    try:
+        lo, hi, value = float(lo), float(hi), float(value)
+    except (TypeError, ValueError):
+        return None
+    position = _unit(value, lo, hi, config.get("scale", ""))
+    if position is None:
+        return None
+    near_max, near_min = position >= 1 - margin, position <= margin
+    if near_max and (not near_min or position >= 0.5):  # margin >= 0.5: the nearer end
+        return "max", [lo, hi], "at the top of the searched range"
+    if near_min:
+        return "min", [lo, hi], "at the bottom of the searched range"
+    return None
