@@ -7,6 +7,7 @@
     study.trials()            # one row per trial: status, steps run, metaparameters
     study.measurements()      # every evaluation: batch_size, trial_id, step, metrics
     study.goal_steps()        # per trial, goal and split: the first step that beats it
+    study.study               # the analysis' view (components.aggregate.loading.Study)
 
 Read-only: nothing is written to the store (``batchscale report STORE/STUDY`` rebuilds
 the report files). Tables are computed from the trials themselves, so they are current
@@ -19,6 +20,7 @@ from functools import cached_property
 
 import pandas as pd
 
+from components.aggregate.loading import Study, load_study
 from components.aggregate.steps import steps_to_result
 from components.goal_detection.detect import goal_steps_table
 from components.spec import SpecError, StudySpec
@@ -85,10 +87,16 @@ class StudyResults:
         """Per trial, goal and split (val, train): the first step that beats the goal."""
         return goal_steps_table(self.spec, self._trials)
 
+    @cached_property
+    def study(self) -> Study:
+        """The study as the analysis loads it (components.aggregate.loading)."""
+        return load_study(f"{self.root}/{self.name}")
+
     def steps_to_result(self, split: str = "val") -> pd.DataFrame:
         """Per goal and batch size: steps and examples to result, the best trial and its
         metaparameters, and how many trials completed, diverged and reached the goal."""
-        return steps_to_result(self.goal_steps(), split)
+        return pd.concat([steps_to_result(self.study, goal, split) for goal in self.study.goals],
+                         ignore_index=True)
 
 
 def open_study(location: str) -> StudyResults:

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from components.aggregate.steps import steps_to_result
 from components.goal_detection.detect import goal_steps_table
 from components.search.trials import make_trials
 from components.spec import StudySpec
@@ -58,9 +57,10 @@ class ProgressTracker:
         spec = self.spec
         best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)
         if self.goal_tables:
-            summary = steps_to_result(pd.concat(self.goal_tables, ignore_index=True), "val")
-            for row in summary[summary["goal"] == spec.goals[0].label].itertuples():
-                if row.steps_to_result == row.steps_to_result:  # not NaN
-                    best[row.batch_size] = int(row.steps_to_result)
+            table = pd.concat(self.goal_tables, ignore_index=True)
+            reached = table[(table["split"] == "val") & (table["goal"] == spec.goals[0].label)
+                            & (table["status"] == "COMPLETE")].dropna(subset=["step"])
+            for batch_size, step in reached.groupby("batch_size")["step"].min().items():
+                best[int(batch_size)] = int(step)  # steps to result so far
         done = len(self.goal_tables)
         return Progress(done, done + len(self.pending), self.infeasible, best)

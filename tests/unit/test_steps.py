@@ -1,32 +1,100 @@
-"""Steps to result as the paper computes it: earliest step, COMPLETE trials, ties to lower id."""
+"""Steps to result, budgets and best values on a hand-computed database in the paper's layout."""
 
 import math
 
 import pandas as pd
+import pytest
 
-from components.aggregate.steps import scaling_factor, steps_to_result
-
-
-def _row(batch_size, trial_id, step, status="COMPLETE", split="val"):
-    return {"batch_size": batch_size, "trial_id": trial_id, "status": status,
-            "goal": "classification_error<0.1", "split": split, "step": step,
-            "learning_rate": 0.1 * trial_id, "momentum": 0.9, "effective_learning_rate": trial_id}
-
-
-def test_earliest_complete_trial_wins_ties_to_lower_id():
-    table = pd.DataFrame([
-        _row(8, 1, 400), _row(8, 2, 300), _row(8, 3, 300), _row(8, 4, 100, status="INFEASIBLE"),
-        _row(8, 5, math.nan), _row(64, 1, math.nan), _row(64, 2, 50), _row(64, 2, 10, split="train"),
-    ])
-    summary = steps_to_result(table).set_index("batch_size")
-    assert summary.loc[8, "steps_to_result"] == 300 and summary.loc[8, "best_trial"] == 2
-    assert summary.loc[8, "infeasible"] == 1 and summary.loc[8, "reached"] == 3
-    assert summary.loc[8, "examples_to_result"] == 2400
-    assert summary.loc[64, "steps_to_result"] == 50 and summary.loc[64, "learning_rate"] == 0.2
-    assert scaling_factor(steps_to_result(table), "classification_error<0.1") == 6.0
-    assert steps_to_result(table, "train").set_index("batch_size").loc[64, "steps_to_result"] == 10
+from components.aggregate.loading import load_study, parse_goal
+from components.aggregate.steps import (
+    all_steps_to_result,
+    best_under_budget,
+    crossings,
+    default_budgets,
+    scaling_factor,
+    steps_to_result,
+)
+from tests import paper_database as db
 
 
-def test_no_trial_reaching_gives_nan_not_an_error():
-    summary = steps_to_result(pd.DataFrame([_row(8, 1, math.nan)]))
-    assert math.isnan(summary["steps_to_result"].iloc[0]) and summary["best_trial"].iloc[0] is None
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("paper")
+    url = db.write_paper_database(str(root))
+    return load_study(url, goals=list(db.ANSWERS))
+
+
+def _by_batch(table):
+    return {int(r.batch_size): (None if math.isnan(r.steps_to_result) else int(r.steps_to_result),
+                                None if pd.isna(r.best_trial) else int(r.best_trial))
+            for r in table.itertuples()}
+
+
+@pytest.mark.parametrize("goal", list(db.ANSWERS))
+@pytest.mark.parametrize("split", ["val", "train"])
+def test_steps_to_result_matches_hand_computed_answers(study, goal, split):
+    table = steps_to_result(study, parse_goal(goal), split)
+    assert _by_batch(table) == db.ANSWERS[goal][split]
+    for row in table.itertuples():
+        assert {k: getattr(row, k) for k in db.COUNTS[row.batch_size]} == db.COUNTS[row.batch_size]
+        assert row.examples_to_result == row.steps_to_result * row.batch_size
+
+
+def test_best_trial_metaparameters_and_effective_learning_rate(study):
+    table = steps_to_result(study, parse_goal("classification_error<0.1")).set_index("batch_size")
+    assert table.loc[2, "learning_rate"] == 0.5 and table.loc[2, "momentum"] == 0.99
+    assert table.loc[2, "effective_learning_rate"] == pytest.approx(50.0)
+    assert table.loc[2, "reached"] == 2  # trials 1 and 2; 5 never gets below 0.1
+
+
+def test_all_goals_and_splits_at_once(study):
+    table = all_steps_to_result(study)
+    assert len(table) == 2 * 2 * 2  # goals x splits x batch sizes
+    for (goal, split), group in table.groupby(["goal", "split"]):
+        assert _by_batch(group) == db.ANSWERS[goal][split]
+
+
+@pytest.mark.parametrize("goal", list(db.ANSWERS))
+def test_step_and_example_budgets(study, goal):
+    by_steps = steps_to_result(study, parse_goal(goal), step_budget=200)
+    by_examples = steps_to_result(study, parse_goal(goal), example_budget=480)
+    assert {b: s for b, (s, _) in _by_batch(by_steps).items()} == db.STEP_BUDGET_200[goal]
+    assert {b: s for b, (s, _) in _by_batch(by_examples).items()} == db.EXAMPLE_BUDGET_480[goal]
+
+
+def test_best_value_under_budgets(study):
+    steps = best_under_budget(study, "classification_error", [100], "steps")
+    examples = best_under_budget(study, "classification_error", [400], "examples")
+    for table, answer in ((steps, db.BEST_STEP_BUDGET_100), (examples, db.BEST_EXAMPLE_BUDGET_400)):
+        got = {r.batch_size: (r.best_value, r.trial_id, r.step) for r in table.itertuples()}
+        assert got == answer
+    with pytest.raises(ValueError, match="'steps' or 'examples'"):
+        best_under_budget(study, "classification_error", [1], "epochs")
+
+
+def test_maximised_goal_and_missing_metric(study):
+    up = steps_to_result(study, parse_goal("classification_error>0.85"))
+    assert _by_batch(up) == {2: (0, 1), 8: (0, 3)}  # every trial starts at 0.9
+    missing = steps_to_result(study, parse_goal("average_precision>0.3"))
+    assert missing["steps_to_result"].isna().all() and (missing["reached"] == 0).all()
+
+
+def test_crossings_give_the_evaluation_interval(study):
+    table = crossings(study, parse_goal("classification_error<0.2")).set_index(["batch_size", "trial_id"])
+    assert set(table.index) == {(2, 1), (2, 2), (2, 5), (8, 3), (8, 7)}  # COMPLETE only
+    assert tuple(table.loc[(2, 5)]) == (120.0, 0.0)
+    assert tuple(table.loc[(2, 1)]) == (250.0, 100.0)
+    assert tuple(table.loc[(2, 2)]) == (250.0, 100.0)
+
+
+def test_counting_infeasible_trials_when_asked(tmp_path):
+    url = db.write_paper_database(str(tmp_path))
+    study = load_study(url, goals=["classification_error<0.2"], statuses=("COMPLETE", "INFEASIBLE"))
+    assert _by_batch(steps_to_result(study, study.goals[0])) == {2: (100, 3), 8: (50, 3)}
+
+
+def test_scaling_factor_and_default_budgets(study):
+    table = steps_to_result(study, parse_goal("classification_error<0.2"))
+    assert scaling_factor(table, "classification_error<0.2") == pytest.approx(120 / 50)
+    assert default_budgets(study, "steps") == [16, 64, 256]  # largest evaluated step 400
+    assert default_budgets(study, "examples") == [8, 32, 128, 512][1:]  # median(2*400, 8*100)
