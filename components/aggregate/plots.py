@@ -1,10 +1,33 @@
-"""The report's figures, as PNG bytes (matplotlib's Agg backend; no display needed)."""
+"""The report's and ``compare``'s figures, as PNG bytes (matplotlib's Agg backend; no display).
+
+- ``steps_to_result_plot``: Figure 1 / Figures 3–6 (and 15–17): steps (or examples) to
+  result against batch size on log2–log2 axes, one line per curve, the dashed
+  perfect-scaling line through each curve's smallest reached batch size, optional fitted
+  curves with their confidence bands, optional normalisation to one batch size.
+- ``budget_plot``: Figure 11: best validation metric against batch size under step, example
+  or epoch budgets.
+- ``train_vs_val_plot``: Figure 12: steps to result for the same goal measured on the
+  training and on the validation metric.
+- ``best_trial_curves_plot``: each batch size's best trial's validation curve.
+
+``normalize_curves`` computes the normalised tables (and the notes on curves it has to leave
+out) that ``steps_to_result_plot`` draws, so a caller can show the same numbers and notes.
+Every figure handles empty and degenerate input (no curve, nothing reached, one point, NaN)
+by drawing what there is, or a "no data" note, instead of failing.
+"""
 
 from __future__ import annotations
 
 import io
+import math
+import textwrap
+from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
+
+STEPS = "steps_to_result"
+EXAMPLES = "examples_to_result"
 
 
 def _figure():
@@ -16,36 +39,280 @@ def _figure():
     return plt, plt.subplots(figsize=(6.4, 4.4), dpi=110)
 
 
-def _png(plt, fig) -> bytes:
+def _png(plt, fig, rect=None) -> bytes:
     buffer = io.BytesIO()
-    fig.tight_layout()
+    if rect is None:
+        fig.tight_layout()
+    else:
+        fig.tight_layout(rect=rect)
     fig.savefig(buffer, format="png")
     plt.close(fig)
     return buffer.getvalue()
 
 
-def steps_to_result_plot(summary: pd.DataFrame, title: str) -> bytes:
-    """Steps to result against batch size on log2-log2 axes, one line per goal, with the
-    dashed perfect-scaling line through each goal's smallest reached batch size."""
-    plt, (fig, ax) = _figure()
-    for goal, group in summary.groupby("goal", sort=False):
-        reached = group.dropna(subset=["steps_to_result"]).sort_values("batch_size")
-        if reached.empty:
-            continue
-        line, = ax.plot(reached["batch_size"], reached["steps_to_result"], "o-", label=goal)
-        b0, s0 = reached["batch_size"].iloc[0], reached["steps_to_result"].iloc[0]
-        ax.plot(reached["batch_size"], s0 * b0 / reached["batch_size"], "--",
-                color=line.get_color(), alpha=0.6, label="perfect scaling")
+def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
+    if frame is None or column not in frame:
+        return np.full(0 if frame is None else len(frame), math.nan)
+    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+
+
+def _no_data(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9,
+            color="0.4")
+
+
+def _legend(ax, **kwargs) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, **{"fontsize": 7, **kwargs})
+
+
+def _log2_axes(ax, xlabel: str, ylabel: str, title: str, logy: bool = True) -> None:
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("steps to result")
-    ax.set_title(title)
+    if logy:
+        ax.set_yscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+
+
+def _footnote(fig, notes: list[str]) -> tuple[float, float, float, float] | None:
+    """Notes written under the axes; returns the tight_layout rect that leaves room for them."""
+    if not notes:
+        return None
+    lines = [line for note in notes for line in textwrap.wrap(note, 110)][:6]
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, color="0.3", va="bottom", ha="left")
+    return (0, min(0.4, 0.035 * len(lines) + 0.01), 1, 1)
+
+
+# ---- normalisation --------------------------------------------------------------------
+@dataclass
+class NormalizedCurves:
+    """``curves``: label -> the input table (sorted by batch size) with a ``normalized_<column>``
+    column added, only for curves that reached the goal at ``normalize_at``; ``reference``:
+    label -> the value divided by; ``notes``: one line per curve left out, saying why."""
+
+    normalize_at: int | None
+    column: str
+    curves: dict[str, pd.DataFrame]
+    reference: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def normalized_column(self) -> str:
+        return f"normalized_{self.column}"
+
+
+def normalize_curves(curves, normalize_at: int | None, column: str = STEPS) -> NormalizedCurves:
+    """Divide each curve's ``column`` by its own value at batch size ``normalize_at``
+    (Figures 3–6: a vertical shift on log axes, so curves of different workloads can be
+    compared by where they bend). Curves that did not measure ``normalize_at``, or did not
+    reach the goal there, are left out with a note. ``normalize_at=None``: every curve is
+    kept and the normalised column equals ``column``.
+    """
+    curves = _as_curves(curves)
+    if normalize_at is not None and (not _is_number(normalize_at) or normalize_at <= 0):
+        raise ValueError(f"normalize_at: {normalize_at!r} must be a positive batch size")
+    out = NormalizedCurves(normalize_at, column, {})
+    name = out.normalized_column
+    for label, frame in curves.items():
+        frame = _sorted(frame)
+        values = _numbers(frame, column)
+        if normalize_at is None:
+            out.curves[label] = frame.assign(**{name: values})
+            out.reference[label] = 1.0
+            continue
+        at = _numbers(frame, "batch_size") == float(normalize_at)
+        if not at.any():
+            out.notes.append(f"{label}: left out of the normalised comparison: batch size "
+                             f"{normalize_at:g} was not measured")
+            continue
+        reference = values[at][0]
+        if not (math.isfinite(reference) and reference > 0):
+            out.notes.append(f"{label}: left out of the normalised comparison: the goal was "
+                             f"not reached at batch size {normalize_at:g}")
+            continue
+        out.curves[label] = frame.assign(**{name: values / reference})
+        out.reference[label] = float(reference)
+    return out
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    if frame is None:
+        return pd.DataFrame(columns=["batch_size", STEPS])
+    if "batch_size" not in frame or frame.empty:
+        return frame.reset_index(drop=True)
+    return frame.sort_values("batch_size", kind="stable").reset_index(drop=True)
+
+
+def _as_curves(curves) -> dict[str, pd.DataFrame]:
+    """label -> table; a single steps_to_result table (the old call style) is split by goal."""
+    if curves is None:
+        return {}
+    if isinstance(curves, pd.DataFrame):
+        if "goal" in curves:
+            return {str(goal): group for goal, group in curves.groupby("goal", sort=False)}
+        return {STEPS: curves}
+    return {str(label): frame for label, frame in curves.items()}
+
+
+# ---- steps to result ------------------------------------------------------------------
+def steps_to_result_plot(curves, title: str, fits=None, normalize_at: int | None = None,
+                         ylabel: str | None = None, column: str = STEPS) -> bytes:
+    """Steps to result against batch size, log2–log2, one line per curve.
+
+    ``curves``: label -> table with ``batch_size`` and ``column`` (default steps_to_result;
+    NaN = not reached); a single steps_to_result table (the old ``(summary, title)`` call)
+    is drawn one line per goal. Each curve gets a dashed perfect-scaling line through its
+    smallest reached batch size (steps ∝ 1/B; for ``column="examples_to_result"`` a
+    constant). ``fits``: label -> an object with ``.fitted``, ``.curve(batch_sizes)`` and
+    ``.band(batch_sizes) -> (low, high)`` (regimes.RegimeFit) or None: the fitted curve
+    (dotted) and its band (shaded) over the curve's measured batch sizes, in steps (times B
+    for examples). ``normalize_at``: divide every curve (and its fit) by its value at that
+    batch size (``normalize_curves``); curves without it are left out, and the reasons are
+    printed under the axes (the same notes ``normalize_curves`` returns).
+    """
+    normalized = normalize_curves(curves, normalize_at, column)
+    value_column = normalized.normalized_column
+    fits = fits or {}
+    plt, (fig, ax) = _figure()
+    drawn, fit_drawn = 0, False
+    for label, frame in normalized.curves.items():
+        b, y = _numbers(frame, "batch_size"), _numbers(frame, value_column)
+        ok = np.isfinite(b) & (b > 0) & np.isfinite(y) & (y > 0)
+        if not ok.any():
+            continue
+        line, = ax.plot(b[ok], y[ok], "o-", markersize=4, label=label)
+        color = line.get_color()
+        b0, y0 = b[ok][0], y[ok][0]
+        xs = b[np.isfinite(b) & (b > 0)]
+        ideal = np.full(xs.shape, y0) if column == EXAMPLES else y0 * b0 / xs
+        ax.plot(xs, ideal, "--", color=color, alpha=0.55, linewidth=1)
+        fit_drawn |= _draw_fit(ax, fits.get(label), xs, normalized.reference[label], column,
+                               color, first=not fit_drawn)
+        drawn += 1
+    if drawn:
+        ax.plot([], [], "--", color="0.5", linewidth=1, label="perfect scaling")
+    else:
+        _no_data(ax, "no curve reached the goal" if normalized.curves or not normalized.notes
+                 else "no curve could be normalised")
+    what = "examples to result" if column == EXAMPLES else "steps to result"
+    if ylabel is None and normalize_at is not None:
+        ylabel = f"{what} / {what.split()[0]} at batch size {normalize_at:g}"
+    ylabel = what if ylabel is None else ylabel
+    _log2_axes(ax, "batch size", ylabel, title)
+    _legend(ax)
+    return _png(plt, fig, _footnote(fig, normalized.notes))
+
+
+def _draw_fit(ax, fit, xs: np.ndarray, reference: float, column: str, color, first: bool) -> bool:
+    """The fitted curve and its band, scaled like the data; whether anything was drawn."""
+    if fit is None or not getattr(fit, "fitted", False) or xs.size == 0:
+        return False
+    grid = np.geomspace(xs.min(), xs.max(), 60) if xs.max() > xs.min() else xs.astype(float)
+    scale = (grid if column == EXAMPLES else 1.0) / reference
+    try:
+        curve = np.asarray(fit.curve(grid), dtype=float) * scale
+        low, high = (np.asarray(v, dtype=float) * scale for v in fit.band(grid))
+    except Exception:  # a fit object that cannot evaluate: draw the data only
+        return False
+    ok = np.isfinite(curve) & (curve > 0)
+    if ok.any():
+        ax.plot(grid[ok], curve[ok], ":", color=color, linewidth=1.6,
+                label="fit S_min(1 + B*/B)" if first else "_nolegend_")
+    band = np.isfinite(low) & np.isfinite(high) & (low > 0) & (high > 0)
+    if band.any():
+        level = getattr(fit, "level", None)
+        name = f"{level:.0%} band" if isinstance(level, float) else "fit band"
+        ax.fill_between(grid[band], low[band], high[band], color=color, alpha=0.15, linewidth=0,
+                        label=name if first else "_nolegend_")
+    return bool(ok.any() or band.any())
+
+
+# ---- Figure 11 ------------------------------------------------------------------------
+def budget_label(kind: str, budget, train_examples: int | None = None) -> str:
+    """``"4,096 steps"``, ``"65,536 examples"`` or, for example budgets with a known
+    training-set size, ``"2.5 epochs"``."""
+    if kind == "examples" and train_examples:
+        return f"{budget / train_examples:.3g} epochs"
+    number = float(budget)
+    shown = f"{int(number):,}" if number.is_integer() else f"{number:.4g}"
+    return f"{shown} {'steps' if kind == 'steps' else 'examples'}"
+
+
+def budget_plot(best: pd.DataFrame, title: str, metric_label: str,
+                train_examples: int | None = None) -> bytes:
+    """Figure 11: the best ``metric_label`` value per batch size (log2 x) under each budget.
+
+    ``best``: ``best_under_budget``'s table (kind, budget, batch_size, best_value, ...),
+    one or both kinds; one panel per kind (step budgets, then example/epoch budgets), one
+    line per budget, labelled with ``budget_label``. NaN best values (nothing within the
+    budget) are left out of their line.
+    """
+    best = best if best is not None else pd.DataFrame()
+    usable = {"kind", "budget", "batch_size", "best_value"} <= set(best.columns)
+    kinds = [k for k in ("steps", "examples") if usable and (best["kind"] == k).any()]
+    plt, (fig, ax) = _figure()
+    axes = [ax]
+    if len(kinds) == 2:
+        fig.delaxes(ax)
+        fig.set_size_inches(11.0, 4.4)
+        axes = list(fig.subplots(1, 2))
+    for ax, kind in zip(axes, kinds or [None]):
+        rows = best[best["kind"] == kind] if kind else pd.DataFrame(columns=["budget"])
+        drawn = 0
+        for budget, group in rows.groupby("budget", sort=True):
+            group = group.sort_values("batch_size")
+            b, v = _numbers(group, "batch_size"), _numbers(group, "best_value")
+            ok = np.isfinite(b) & (b > 0) & np.isfinite(v)
+            if ok.any():
+                ax.plot(b[ok], v[ok], "o-", markersize=4,
+                        label=budget_label(kind, budget, train_examples))
+                drawn += 1
+        if not drawn:
+            _no_data(ax, "no evaluation within any budget")
+        what = {"steps": "step budgets", "examples": "epoch budgets" if train_examples
+                else "example budgets"}.get(kind, "budgets")
+        _log2_axes(ax, "batch size", f"best {metric_label}", f"{title}: {what}" if kinds else title,
+                   logy=False)
+        _legend(ax)
     return _png(plt, fig)
 
 
+# ---- Figure 12 ------------------------------------------------------------------------
+def train_vs_val_plot(val_table: pd.DataFrame | None, train_table: pd.DataFrame | None,
+                      title: str) -> bytes:
+    """Figure 12: steps to result per batch size (log2–log2) for each goal, measured on the
+    validation metric (solid, circles) and on the training metric (dashed, squares), one
+    colour per goal. Tables are ``steps_to_result``'s (a ``goal`` column splits them)."""
+    plt, (fig, ax) = _figure()
+    val, train = _as_curves(val_table), _as_curves(train_table)
+    colors = {}
+    drawn = 0
+    for split, curves, style in (("validation", val, "o-"), ("training", train, "s--")):
+        for goal, frame in curves.items():
+            frame = _sorted(frame)
+            b, s = _numbers(frame, "batch_size"), _numbers(frame, STEPS)
+            ok = np.isfinite(b) & (b > 0) & np.isfinite(s) & (s > 0)
+            if not ok.any():
+                continue
+            kwargs = {"color": colors[goal]} if goal in colors else {}
+            line, = ax.plot(b[ok], s[ok], style, markersize=4, label=f"{split}: {goal}", **kwargs)
+            colors.setdefault(goal, line.get_color())
+            drawn += 1
+    if not drawn:
+        _no_data(ax, "no batch size reached the goal on either split")
+    _log2_axes(ax, "batch size", "steps to result", title)
+    _legend(ax)
+    return _png(plt, fig)
+
+
+# ---- best trial curves ----------------------------------------------------------------
 def best_trial_curves_plot(curves: dict[int, pd.DataFrame], metric: str, goal_value: float,
                            title: str) -> bytes:
     """Validation metric against step for each batch size's best trial."""

@@ -1,0 +1,68 @@
+"""Self-contained HTML and Markdown pieces shared by the study report and ``compare``.
+
+Figures are embedded as base64 ``data:`` URIs and the style sheet is inline, so a page is
+one file that opens from disk, a bucket or the Kubeflow UI with no server and no network.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+
+import pandas as pd
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;color:#222;
+line-height:1.4;padding:0 1em}h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;
+padding:3px 7px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}img{max-width:100%}
+figcaption{font-size:13px;color:#555;max-width:700px}.warn{background:#fff4e0;border-left:4px
+solid #e69500;padding:.4em .8em;margin:.3em 0}.note{color:#555;font-size:14px}
+code{background:#f4f4f4;padding:0 3px}"""
+
+
+def fmt(value) -> str:
+    """A table cell: 4 significant digits for floats, an em dash for missing values."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() and abs(value) < 1e15 else f"{value:.4g}"
+    return str(value)
+
+
+def esc(text) -> str:
+    return html.escape(str(text))
+
+
+def figure(png: bytes, caption: str, alt: str = "") -> str:
+    data = base64.b64encode(png).decode()
+    return (f'<figure><img alt="{esc(alt or caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{esc(caption)}</figcaption></figure>")
+
+
+def table(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
+    columns = columns or list(frame.columns)
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{esc(fmt(v))}</td>" for v in row) + "</tr>"
+                   for row in frame[columns].itertuples(index=False))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def warnings(lines: list[str]) -> str:
+    return "".join(f'<div class="warn">{esc(line)}</div>' for line in lines)
+
+
+def page(title: str, body: str) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>{body}</body></html>\n")
+
+
+def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None) -> list[str]:
+    columns = columns or list(frame.columns)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |"
+              for row in frame[columns].itertuples(index=False)]
+    return lines
