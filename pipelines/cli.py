@@ -4,7 +4,8 @@
   batchscale compile [SPEC]         the pipeline YAML for Kubeflow Pipelines
   batchscale upload [SPEC] --preset P   the compiled pipeline to Kubeflow Pipelines (idempotent)
   batchscale submit [SPEC] --preset P   upload, then start a run; prints the run's URL
-  batchscale report STORE/STUDY     the steps-to-result table, and the report rewritten
+  batchscale report STUDY           analyse a study (ours or the paper's layout), write its report
+  batchscale compare STUDY...       overlay several studies' steps to result (optionally normalised)
   batchscale validate [SPEC]        check a spec (and its flags) without running anything
   batchscale workloads [--json]     the workloads with defaults: goal, search space, budgets
   batchscale presets                the trainer placement presets (GPU, TPU, CPU node pools)
@@ -148,7 +149,9 @@ def cmd_run(args) -> int:
               f"full log: {log_path}", file=sys.stderr)
         return 1
     print(f"[{elapsed:6.0f}s] {tracker.poll().line()}")
-    return _print_report(spec, store, rebuild=False, elapsed=elapsed)
+    from pipelines.cli_report import print_stored_report
+
+    return print_stored_report(spec, store, elapsed=elapsed)
 
 
 def failure_reason(log_text: str) -> str:
@@ -158,39 +161,6 @@ def failure_reason(log_text: str) -> str:
         if match and "RuntimeError: Pipeline" not in line:
             return f"{match.group(1)}: {match.group(3).strip()}"
     return "see the log"
-
-
-def _print_report(spec, store, rebuild: bool, elapsed: float | None = None) -> int:
-    import pandas as pd
-
-    from components.aggregate.report import build_report, format_table
-    from components.aggregate.steps import scaling_factor
-
-    path = f"{spec.name}/report/steps_to_result.csv"
-    if rebuild or not store.fs.exists(path):
-        summary = build_report(spec, store)["summary"]
-    else:
-        import io
-
-        table = pd.read_csv(io.StringIO(store.fs.read_text(path)))
-        summary = table[table["split"] == "val"]
-    print(format_table(summary))
-    for goal in summary["goal"].unique():
-        factor = scaling_factor(summary, goal)
-        if factor:
-            print(f"{goal}: steps to result fall {factor:.1f}x from the smallest to the largest "
-                  "batch size that reached it")
-    if elapsed is not None:
-        print(f"wall time {elapsed:.0f}s")
-    print(f"report: {store.url(f'{spec.name}/report/report.html')}")
-    return 0
-
-
-def cmd_report(args) -> int:
-    from components.results import open_study
-
-    study = open_study(args.study)
-    return _print_report(study.spec, study.store, rebuild=True)
 
 
 def cmd_compile(args) -> int:
@@ -284,9 +254,11 @@ def make_parser() -> argparse.ArgumentParser:
     comp.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
     add_placement_args(comp)
     comp.set_defaults(func=cmd_compile)
-    rep = sub.add_parser("report", help="print a study's table and rewrite its report")
-    rep.add_argument("study", help="STORE/STUDY, e.g. ./batchscale-store/quickstart or gs://b/p/study")
-    rep.set_defaults(func=cmd_report)
+    from pipelines.cli_analysis import add_analysis_commands
+    from pipelines.cli_report import add_report_command
+
+    add_report_command(sub)
+    add_analysis_commands(sub)  # compare
     val = sub.add_parser("validate", help="check a spec and print it resolved")
     _spec_args(val)
     val.set_defaults(func=cmd_validate)

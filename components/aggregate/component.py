@@ -1,4 +1,4 @@
-"""KFP wrapper of build_report: the study's answer, in the store and in the Kubeflow UI."""
+"""KFP wrapper of report_study: the study's answer, in the store and in the Kubeflow UI."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Markdown, Metrics, Output
@@ -9,20 +9,18 @@ from components.images import LIGHT_IMAGE
 @dsl.component(base_image=LIGHT_IMAGE, install_kfp_package=False)
 def aggregate(study_spec: dict, store_root: str, goal_steps_location: str,
               report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]) -> str:
-    """Steps to result per batch size, figures and report; returns the report's location."""
-    from components.aggregate.report import build_report, format_table
-    from components.goal_detection.detect import read_goal_steps
+    """Steps to result, regimes, figures and report; returns the report's location."""
+    from components.aggregate.report import kfp_metrics, report_study
+    from components.aggregate.report_pages import format_table
     from components.spec import resolve_spec
-    from components.store import StudyStore
 
     spec = resolve_spec(study_spec, store_root)
-    store = StudyStore(spec.store)
-    result = build_report(spec, store, read_goal_steps(spec, store))
+    result, written = report_study(f"{spec.store.rstrip('/')}/{spec.name}")
     with open(report.path, "w") as fh:
-        fh.write(result["html"])
+        fh.write(written["pages"]["html"])
     with open(summary.path, "w") as fh:
-        fh.write(result["markdown"])
-    for row in result["summary"].dropna(subset=["steps_to_result"]).itertuples():
-        metrics.log_metric(f"steps_to_result/{row.goal}/b{row.batch_size}", float(row.steps_to_result))
-    print(f"goal steps from {goal_steps_location}\n{format_table(result['summary'])}")
-    return result["report_url"]
+        fh.write(written["pages"]["markdown"])
+    for name, value in kfp_metrics(result).items():
+        metrics.log_metric(name, value)
+    print(f"goals detected in {goal_steps_location}\n{format_table(result['steps'])}")
+    return written["html"]

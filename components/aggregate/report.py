@@ -1,147 +1,201 @@
-"""aggregate: turn a study's goal table into tables, figures and a self-contained report.
+"""The study report: every number and figure of the analysis, for one loaded workload.
 
-Outputs under ``<study>/report/`` in the store: steps_to_result.csv, summary.json,
-summary.md, report.html (figures embedded as data: URIs, so it opens without a server)
-and the figures as PNG files.
+``analyse`` computes (no writing): steps to result for every goal on validation and
+training metrics (Figures 1, 2, 12), the regime fit with bootstrap intervals, best
+validation metric under step and example budgets (Figure 11), the optimal metaparameters
+and the learning-rate x momentum scatter (Figures 8, 9, 13, 21, 22), search-space edge
+warnings and per-batch-size trial counts. ``write_report`` puts it under one folder
+(local or gs://): report.html (self-contained), summary.md, summary.json, CSV tables and
+the figures as PNG files. Only those files are written; trials are never touched.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 
 import pandas as pd
 
-from components.aggregate.plots import best_trial_curves_plot, steps_to_result_plot
-from components.aggregate.steps import steps_to_result
-from components.goal_detection.detect import detect_study_goals
-from components.spec import StudySpec
-from components.store import StudyStore, load_trials
+from components.aggregate import plots, plots_metaparameters
+from components.aggregate.loading import Study
+from components.aggregate.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
+from components.aggregate.regimes import fit_regimes
+from components.aggregate.steps import SPLITS, best_under_budget, crossings, default_budgets, steps_to_result
+from components.storage import open_root
 
-TABLE_COLUMNS = ["batch_size", "steps_to_result", "examples_to_result", "reached", "complete",
-                 "infeasible", "best_trial", "learning_rate", "momentum", "effective_learning_rate"]
+REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
+                "budgets.csv", "metaparameters.csv", "trial_counts.csv")
 
 
-def build_report(spec: StudySpec, store: StudyStore, goal_steps: pd.DataFrame | None = None) -> dict:
-    """Compute and write the report; returns {summary, markdown, html, paths}."""
-    if goal_steps is None:
-        goal_steps = detect_study_goals(spec, store)
-    summary = steps_to_result(goal_steps, "val")
-    train_summary = steps_to_result(goal_steps, "train")
-    title = f"{spec.name}: {spec.workload.dataset} / {spec.workload.model} / {spec.workload.optimizer}"
-    figures = {"steps_to_result.png": steps_to_result_plot(summary, title)}
-    first = spec.goals[0]
-    curves = _best_curves(store, spec, summary[summary["goal"] == first.label])
+def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: int = 1000,
+            seed: int = 0) -> dict:
+    """Every table, fit, warning and figure of the report, as plain Python objects."""
+    steps = pd.concat([steps_to_result(study, goal, split) for split in SPLITS for goal in study.goals],
+                      ignore_index=True)
+    primary = study.goals[0]
+    val = {g.label: steps[(steps["goal"] == g.label) & (steps["split"] == "val")] for g in study.goals}
+    fits = {g.label: fit_regimes(crossings(study, g, "val"), resamples=resamples, seed=seed)
+            for g in study.goals}
+    reached = crossings(study, primary, "val").assign(reached=lambda t: t["step"].notna())
+    trials = study.trials.merge(reached[["batch_size", "trial_id", "reached"]],
+                                on=["batch_size", "trial_id"], how="left")
+    trials["reached"] = trials["reached"].astype("boolean").fillna(False).astype(bool)
+    optimal = optimal_metaparameters(val[primary.label])
+    warnings = edge_warnings(trials, val[primary.label], study.search_space)
+    counts = trial_counts(trials)
+    budgets = pd.concat([
+        best_under_budget(study, primary.metric, step_budgets or default_budgets(study, "steps"),
+                          "steps", direction=primary.direction),
+        best_under_budget(study, primary.metric,
+                          example_budgets or default_budgets(study, "examples"), "examples",
+                          direction=primary.direction)], ignore_index=True)
+    notes = [f"{label}: {note}" for label, fit in fits.items() for note in _fit_notes(fit)]
+    figures = _figures(study, steps, val, fits, budgets, optimal, trials)
+    return {"study": study, "steps": steps, "fits": fits, "optimal": optimal,
+            "warnings": warnings, "counts": counts, "budgets": budgets, "trials": trials,
+            "notes": notes, "figures": figures}
+
+
+def _fit_notes(fit) -> list[str]:
+    return list(fit.notes) if fit.fitted else [f"no regime fit: {fit.reason}"]
+
+
+def _figures(study, steps, val, fits, budgets, optimal, trials) -> dict[str, tuple[bytes, str]]:
+    """file name -> (PNG, caption)."""
+    primary = study.goals[0]
+    out = {"steps_to_result.png": (
+        plots.steps_to_result_plot(val, study.title, fits=fits),
+        "Steps to result against batch size (log2-log2), one line per goal; dashed: perfect "
+        "scaling through the smallest batch size; solid band: fit S = S_min(1 + B*/B) with its "
+        "bootstrap interval (Figures 1, 2).")}
+    train = steps[(steps["goal"] == primary.label) & (steps["split"] == "train")]
+    if train["steps_to_result"].notna().any():
+        out["train_vs_val.png"] = (
+            plots.train_vs_val_plot(val[primary.label], train, f"{study.name}: {primary.label}"),
+            "The same goal measured on the training and the validation metric (Figure 12).")
+    for kind in ("steps", "examples"):
+        table = budgets[budgets["kind"] == kind]
+        if table["best_value"].notna().any():
+            out[f"budget_{kind}.png"] = (
+                plots.budget_plot(table, f"{study.name}: best {primary.metric} under {kind} budgets",
+                                  f"best validation {primary.metric.replace('_', ' ')}",
+                                  train_examples=study.train_examples),
+                f"Best validation {primary.metric} reached within each {kind[:-1]} budget, "
+                "over all counted trials (Figure 11).")
+    out["optimal_metaparameters.png"] = (
+        plots_metaparameters.optimal_metaparameters_plot(optimal, f"{study.name}: {primary.label}"),
+        "The best trial's learning rate, momentum and effective learning rate η/(1−γ) at each "
+        "batch size, with linear and square-root scaling heuristics from the smallest batch "
+        "size (Figures 8, 21, 22).")
+    out["lr_momentum.png"] = (
+        plots_metaparameters.lr_momentum_scatter(trials, val[primary.label], study.search_space,
+                                                 f"{study.name}: {primary.label}"),
+        "Every trial's learning rate and 1 − momentum per batch size: goal reached, not "
+        "reached, infeasible; dashed lines of constant effective learning rate; star: the "
+        "best trial (Figures 9, 13).")
+    curves = _best_curves(study, val[primary.label])
     if curves:
-        figures["best_trial_curves.png"] = best_trial_curves_plot(
-            curves, first.metric, first.value, f"best trial per batch size ({first.label})")
-    markdown = summary_markdown(spec, summary, train_summary)
-    page = summary_html(spec, summary, train_summary, figures)
-    doc = summary_json(spec, summary, train_summary)
-
-    base = f"{spec.name}/report"
-    store.fs.write_text(f"{base}/steps_to_result.csv",
-                        pd.concat([summary, train_summary]).to_csv(index=False))
-    store.fs.write_text(f"{base}/summary.json", json.dumps(doc, indent=2))
-    store.fs.write_text(f"{base}/summary.md", markdown)
-    store.fs.write_text(f"{base}/report.html", page)
-    for name, png in figures.items():
-        store.fs.write_bytes(f"{base}/{name}", png)
-    return {"summary": summary, "train_summary": train_summary, "markdown": markdown,
-            "html": page, "json": doc, "report_url": store.url(f"{base}/report.html")}
+        out["best_trial_curves.png"] = (
+            plots.best_trial_curves_plot(curves, primary.metric, primary.value,
+                                         f"best trial per batch size ({primary.label})"),
+            "Validation metric of each batch size's best trial against step.")
+    return out
 
 
-def _best_curves(store, spec, summary) -> dict[int, pd.DataFrame]:
-    best = {int(r.batch_size): int(r.best_trial) for r in summary.itertuples()
-            if r.best_trial is not None and not pd.isna(r.best_trial)}
+def _best_curves(study: Study, summary: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    rows = study.measurements
     curves = {}
-    for trial in load_trials(store.fs, spec.name):
-        if best.get(trial["batch_size"]) == trial["trial_id"] and trial["measurements"]:
-            curves[trial["batch_size"]] = pd.DataFrame(trial["measurements"])
+    for r in summary.dropna(subset=["steps_to_result"]).itertuples():
+        trial = rows[(rows["batch_size"] == r.batch_size) & (rows["trial_id"] == r.best_trial)]
+        curves[int(r.batch_size)] = trial.sort_values("step")
     return curves
 
 
-def _fmt(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def summary_json(result: dict) -> dict:
+    """The report's numbers as one JSON document (what summary.json holds)."""
+    study = result["study"]
+
+    def records(frame):
+        return json.loads(frame.to_json(orient="records"))
+
+    return {
+        "study": study.name, "location": study.location, "layout": study.layout,
+        "workload": {"dataset": study.dataset, "model": study.model, "optimizer": study.optimizer},
+        "counted_statuses": list(study.counted), "goals": [g.label for g in study.goals],
+        "steps_to_result": records(result["steps"]),
+        "regimes": {label: fit.to_dict() for label, fit in result["fits"].items()},
+        "optimal_metaparameters": records(result["optimal"]),
+        "budgets": records(result["budgets"]), "trial_counts": records(result["counts"]),
+        "search_space_warnings": result["warnings"], "notes": result["notes"],
+    }
 
 
-def format_table(summary: pd.DataFrame) -> str:
-    """A plain-text table per goal, for the terminal."""
-    out = []
-    for goal, group in summary.groupby("goal", sort=False):
-        out.append(f"goal {goal} ({group['split'].iloc[0]})")
-        rows = [[_fmt(v) for v in r] for r in group[TABLE_COLUMNS].itertuples(index=False)]
-        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(TABLE_COLUMNS)]
-        out.append("  ".join(c.rjust(w) for c, w in zip(TABLE_COLUMNS, widths)))
-        out += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
-    return "\n".join(out)
+def report_location(study: Study) -> str:
+    """Where a study's report goes by default: ``<study>/report`` in its store (ours) or
+    ``<workload>/report`` beside the batch-size folders (the paper's layout)."""
+    if study.spec is not None:
+        return f"{study.spec.store.rstrip('/')}/{study.spec.name}/report"
+    return f"{study.location.rstrip('/')}/report"
 
 
-def _markdown_table(summary: pd.DataFrame) -> list[str]:
-    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(v) for v in r) + " |"
-              for r in summary[TABLE_COLUMNS].itertuples(index=False)]
-    return lines
+def write_report(result: dict, out: str | None = None) -> dict:
+    """Write the report files under ``out`` (default report_location); returns their URLs
+    and, under "pages", the HTML and Markdown texts."""
+    from components.aggregate.report_pages import report_html, report_markdown
+
+    fs = open_root(out or report_location(result["study"]))
+    doc = summary_json(result)
+    fs.write_text("summary.json", json.dumps(_plain(doc), indent=2, allow_nan=False))
+    fs.write_text("steps_to_result.csv", result["steps"].to_csv(index=False))
+    fs.write_text("budgets.csv", result["budgets"].to_csv(index=False))
+    fs.write_text("metaparameters.csv", result["optimal"].to_csv(index=False))
+    fs.write_text("trial_counts.csv", result["counts"].to_csv(index=False))
+    for name, (png, _caption) in result["figures"].items():
+        fs.write_bytes(name, png)
+    page, markdown = report_html(result), report_markdown(result)
+    fs.write_text("summary.md", markdown)
+    fs.write_text("report.html", page)
+    return {"html": fs.url("report.html"), "markdown": fs.url("summary.md"), "folder": fs.url(""),
+            "pages": {"html": page, "markdown": markdown}}
 
 
-def summary_markdown(spec, summary, train_summary) -> str:
-    lines = [f"# Study {spec.name}", "",
-             f"Workload: {spec.workload.dataset} / {spec.workload.model} / "
-             f"{spec.workload.optimizer}, {spec.trials_per_batch_size} trials per batch size, "
-             f"schedule {spec.schedule}.", ""]
-    for goal, group in summary.groupby("goal", sort=False):
-        lines += [f"## Steps to result, validation {goal}", "", *_markdown_table(group), ""]
-    for goal, group in train_summary.groupby("goal", sort=False):
-        lines += [f"## Steps to result, training {goal}", "", *_markdown_table(group), ""]
-    return "\n".join(lines)
+def _plain(value):
+    """JSON-ready: NaN and infinities become null, numpy scalars Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
-def summary_json(spec, summary, train_summary) -> dict:
-    def records(df):
-        return json.loads(df.to_json(orient="records"))
+def report_study(location: str, out: str | None = None, goals=None, num_trials: int | None = None,
+                 statuses: tuple[str, ...] = ("COMPLETE",), step_budgets=None, example_budgets=None,
+                 resamples: int = 1000, seed: int = 0) -> tuple[dict, dict]:
+    """Load the study at ``location``, analyse it and write its report; returns (analysis,
+    written URLs). What ``batchscale report`` and the pipeline's aggregate step run."""
+    from components.aggregate.loading import load_study
 
-    return {"study": spec.name, "workload": spec.to_dict()["workload"],
-            "goals": [g.label for g in spec.goals], "validation": records(summary),
-            "training": records(train_summary)}
+    study = load_study(location, goals=goals, num_trials=num_trials, statuses=statuses)
+    result = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed)
+    return result, write_report(result, out)
 
 
-def summary_html(spec, summary, train_summary, figures: dict[str, bytes]) -> str:
-    """One HTML file with every figure inline (data: URIs) and the tables."""
-    def table(df):
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in r) + "</tr>"
-                       for r in df[TABLE_COLUMNS].itertuples(index=False))
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-    imgs = "".join(
-        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(name)}</figcaption></figure>'
-        for name, png in figures.items())
-    sections = "".join(f"<h2>Validation: {html.escape(g)}</h2>{table(df)}"
-                       for g, df in summary.groupby("goal", sort=False))
-    sections += "".join(f"<h2>Training: {html.escape(g)}</h2>{table(df)}"
-                        for g, df in train_summary.groupby("goal", sort=False))
-    w = spec.workload
-    n = spec.evaluation.train_examples
-    train_note = f"a fixed subset of {n} training examples" if n else "the whole training split"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>batchscale: {html.escape(spec.name)}</title>
-<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
-table{{border-collapse:collapse;font-size:13px}}
-td,th{{border:1px solid #ccc;padding:3px 7px;text-align:right}}
-figure{{display:inline-block;margin:0 1em 1em 0}}img{{max-width:470px}}</style></head>
-<body><h1>Study {html.escape(spec.name)}</h1>
-<p>{html.escape(w.dataset)} / {html.escape(w.model)} / {html.escape(w.optimizer)};
-{spec.trials_per_batch_size} trials per batch size; schedule {html.escape(spec.schedule)};
-steps to result = the earliest evaluation step at which a COMPLETE trial strictly beat the goal
-(evaluation grid resolution {spec.evaluation.resolution:.0%}).
-Training metrics are measured on {train_note}; trials stop once they beat the validation
-goals, so the training table only sees training goals reached before that.</p>
-{imgs}{sections}</body></html>
-"""
+def kfp_metrics(result: dict) -> dict[str, float]:
+    """The headline numbers as flat scalar metrics for the Kubeflow UI's Metrics view."""
+    metrics = {}
+    for row in result["steps"].dropna(subset=["steps_to_result"]).itertuples():
+        metrics[f"{row.split}/{row.goal}/steps_to_result/b{row.batch_size}"] = float(row.steps_to_result)
+    for label, fit in result["fits"].items():
+        if not fit.fitted:
+            continue
+        for name in ("s_min", "b_star", "perfect_scaling_end", "max_useful_batch_size"):
+            est = getattr(fit, name)
+            for part in ("value", "low", "high"):
+                value = float(getattr(est, part))
+                if math.isfinite(value):
+                    metrics[f"val/{label}/{name}" + ("" if part == "value" else f"/{part}")] = value
+    return metrics

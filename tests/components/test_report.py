@@ -1,28 +1,106 @@
-"""The report: built from trials trained into a gs:// store (GCS emulator, real client),
-read back by `batchscale report gs://…`, and rendered by a real headless Chromium with
-no network: every figure must decode from the file itself."""
+"""`batchscale report` end to end: our study and the paper's layout, local and gs:// (GCS
+emulator, real client); the HTML rendered by a real headless Chromium with no network."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
-from components.store import StudyStore
+from components.aggregate.regimes import synthetic_crossings
+from components.aggregate.report import kfp_metrics, report_study
+from components.results import open_study
+from components.storage import open_root
 from pipelines.cli import main
+from tests import paper_database as db
+
+FIGURES_PAPER = {"steps_to_result.png", "train_vs_val.png", "budget_steps.png",
+                 "budget_examples.png", "optimal_metaparameters.png", "lr_momentum.png",
+                 "best_trial_curves.png"}
 
 
-def test_report_from_gcs(gcs_study, capsys):
-    assert main(["report", f"{gcs_study}/tiny"]) == 0
+def _objects(root):
+    fs = open_root(root)
+    return {p: fs.read_bytes(p) for p in fs.list_files("", recursive=True)}
+
+
+def test_report_of_our_study_on_gcs(gcs_study, capsys):
+    assert main(["report", f"{gcs_study}/tiny", "--resamples", "100"]) == 0
     out = capsys.readouterr().out
     assert "goal classification_error<0.2 (val)" in out
+    assert "no regime fit" in out  # two batch sizes cannot determine S_min and B*
     assert f"report: {gcs_study}/tiny/report/report.html" in out
-    store = StudyStore(gcs_study)
-    summary = json.loads(store.fs.read_text("tiny/report/summary.json"))
-    assert [row["batch_size"] for row in summary["validation"]] == [16, 128]
-    assert {"report.html", "summary.md", "steps_to_result.csv", "goal_steps.csv",
-            "steps_to_result.png"} <= set(store.fs.list_files("tiny/report"))
+    fs = open_root(f"{gcs_study}/tiny/report")
+    doc = json.loads(fs.read_text("summary.json"))
+    expected = open_study(f"{gcs_study}/tiny").steps_to_result()
+    got = [r for r in doc["steps_to_result"] if r["split"] == "val"]
+    assert [r["steps_to_result"] for r in got] == [
+        None if math.isnan(v) else v for v in expected["steps_to_result"]]
+    assert {"report.html", "summary.md", "steps_to_result.csv", "trial_counts.csv",
+            "steps_to_result.png", "lr_momentum.png"} <= set(fs.list_files(""))
+
+
+def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, capsys):
+    url = db.write_paper_database(gcs_root)
+    before = _objects(gcs_root)
+    assert main(["report", gcs_root, "--goal", "classification_error<0.2",
+                 "--goal", "classification_error<0.1", "--resamples", "50"]) == 0
+    after = _objects(gcs_root)
+    new = {p for p in after if p not in before}
+    assert all(p.startswith(f"{db.WORKLOAD}/report/") for p in new)
+    assert all(after[p] == before[p] for p in before)
+    doc = json.loads(open_root(f"{url}/report").read_text("summary.json"))
+    for row in doc["steps_to_result"]:
+        answer = db.ANSWERS[row["goal"]][row["split"]][row["batch_size"]]
+        assert (row["steps_to_result"], row["best_trial"]) == answer
+    assert doc["layout"] == "paper" and doc["workload"]["dataset"] == "fashion_mnist"
+    assert f"report: {url}/report/report.html" in capsys.readouterr().out
+
+
+def test_report_to_another_folder_with_budgets_and_first_trials(tmp_path):
+    url = db.write_paper_database(str(tmp_path / "db"))
+    out = tmp_path / "out"
+    assert main(["report", url, "--out", str(out), "--trials", "2", "--goal",
+                 "classification_error<0.2", "--step-budget", "100", "--example-budget", "400",
+                 "--resamples", "0"]) == 0
+    assert not (tmp_path / "db" / db.WORKLOAD / "report").exists()
+    doc = json.loads((out / "summary.json").read_text())
+    val = {r["batch_size"]: (r["steps_to_result"], r["best_trial"])
+           for r in doc["steps_to_result"] if r["split"] == "val"}
+    assert val == db.FIRST_TWO_VAL_02
+    budgets = {(r["kind"], r["budget"], r["batch_size"]): r["best_value"] for r in doc["budgets"]}
+    assert budgets[("steps", 100, 2)] == 0.25 and budgets[("examples", 400, 8)] == 0.15
+    assert set(os.listdir(out)) >= FIGURES_PAPER - {"budget_steps.png"} | {"report.html"}
+
+
+def test_bad_report_arguments_are_one_line(tmp_path, capsys):
+    url = db.write_paper_database(str(tmp_path))
+    assert main(["report", url, "--statuses", "DONE"]) == 2
+    assert main(["report", url, "--goal", "error"]) == 2
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 3 and all(e.startswith("batchscale: error: ") for e in errors)
+    assert "--statuses" in errors[0] and "METRIC<VALUE" in errors[1] and "does not exist" in errors[2]
+
+
+def test_regimes_in_the_report_recover_a_known_curve(tmp_path):
+    rng = np.random.default_rng(7)
+    batch_sizes = 2 ** np.arange(1, 13)
+    crossings = synthetic_crossings(400.0, 128.0, batch_sizes, 40, rng)
+    url = db.write_synthetic_database(str(tmp_path), crossings)
+    result, written = report_study(url, resamples=200)
+    fit = result["fits"]["classification_error<0.01"]
+    assert fit.fitted
+    assert abs(fit.s_min.value / 400 - 1) < 0.1 and abs(fit.b_star.value / 128 - 1) < 0.1
+    assert fit.s_min.low <= fit.s_min.value <= fit.s_min.high
+    metrics = kfp_metrics(result)
+    assert metrics["val/classification_error<0.01/b_star"] == pytest.approx(fit.b_star.value)
+    assert metrics["val/classification_error<0.01/steps_to_result/b2"] > 0
+    page = open(written["html"]).read()
+    assert "B*" in page and "Methods" in page
 
 
 def _chromium():
@@ -33,13 +111,17 @@ def _chromium():
     return found
 
 
-def test_html_report_renders_its_figures_offline(gcs_study, tmp_path):
+def test_html_report_renders_every_figure_offline(tmp_path):
     chromium = _chromium()
-    html = StudyStore(gcs_study).fs.read_text("tiny/report/report.html")
+    url = db.write_paper_database(str(tmp_path / "db"))
+    _, written = report_study(url, goals=["classification_error<0.2"], resamples=0,
+                              out=str(tmp_path / "report"))
+    html = open(written["html"]).read()
+    assert "http://" not in html and "https://" not in html
     probe = ("<script>window.addEventListener('load', () => { document.body.setAttribute("
              "'data-figures', JSON.stringify([...document.images].map(i => [i.complete, "
              "i.naturalWidth, i.naturalHeight]))); });</script></body>")
-    page = tmp_path / "report.html"
+    page = tmp_path / "probe.html"
     page.write_text(html.replace("</body>", probe))
     out = subprocess.run(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -50,6 +132,7 @@ def test_html_report_renders_its_figures_offline(gcs_study, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     start = out.stdout.index('data-figures="') + len('data-figures="')
     figures = json.loads(out.stdout[start:out.stdout.index('"', start)].replace("&quot;", '"'))
-    assert len(figures) == 2  # steps-to-result plot and best-trial curves
+    pngs = [f for f in os.listdir(tmp_path / "report") if f.endswith(".png")]
+    assert len(figures) == len(pngs) >= 6
     for complete, width, height in figures:
         assert complete and width > 300 and height > 200

@@ -84,9 +84,10 @@ def test_validate_prints_the_resolved_spec(capsys):
     assert '"batch_sizes": [\n    16,\n    64\n  ]' in out and '"trials_per_batch_size": 2' in out
 
 
-def test_report_needs_store_slash_study(capsys):
-    assert main(["report", "justaname"]) == 2
-    assert "must be STORE/STUDY" in capsys.readouterr().err
+def test_report_of_a_missing_folder_is_one_line(capsys, tmp_path):
+    assert main(["report", str(tmp_path / "justaname")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "justaname is empty or does not exist; give STORE/STUDY" in err
 
 
 def test_failure_reason_names_the_task_error_not_kfps_summary():
