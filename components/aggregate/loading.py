@@ -85,7 +85,8 @@ class Study:
 
     @property
     def title(self) -> str:
-        return f"{self.name}: {self.dataset} / {self.model} / {self.optimizer}"
+        workload = f"{self.dataset}/{self.model}/{self.optimizer}"
+        return self.name if self.name == workload else f"{self.name}: {workload.replace('/', ' / ')}"
 
     @property
     def batch_sizes(self) -> list[int]:

@@ -77,8 +77,8 @@ def _figures(study, steps, val, fits, budgets, optimal, trials) -> dict[str, tup
         table = budgets[budgets["kind"] == kind]
         if table["best_value"].notna().any():
             out[f"budget_{kind}.png"] = (
-                plots.budget_plot(table, f"{study.name}: best {primary.metric} under {kind} budgets",
-                                  f"best validation {primary.metric.replace('_', ' ')}",
+                plots.budget_plot(table, study.name,
+                                  f"validation {primary.metric.replace('_', ' ')}",
                                   train_examples=study.train_examples),
                 f"Best validation {primary.metric} reached within each {kind[:-1]} budget, "
                 "over all counted trials (Figure 11).")

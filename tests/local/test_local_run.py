@@ -34,10 +34,12 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
 
     report = store / "tiny" / "report"
     summary = json.loads((report / "summary.json").read_text())
-    assert [r["batch_size"] for r in summary["validation"]] == [16, 128]
-    assert all(r["complete"] + r["infeasible"] == 2 for r in summary["validation"])
+    validation = [r for r in summary["steps_to_result"] if r["split"] == "val"]
+    assert [r["batch_size"] for r in validation] == [16, 128]
+    assert all(r["complete"] + r["infeasible"] == 2 for r in validation)
+    assert summary["regimes"]["classification_error<0.2"]["fitted"] is False  # 2 batch sizes
     html = (report / "report.html").read_text()
-    assert html.count('src="data:image/png;base64,') >= 1 and "http://" not in html
+    assert html.count('src="data:image/png;base64,') >= 4 and "http://" not in html
     assert (report / "steps_to_result.csv").exists() and (report / "summary.md").exists()
     logs = list((tmp_path / ".batchscale" / "logs").glob("tiny-*.log"))
     assert logs and "Executing task" in logs[0].read_text()  # kfp's task logs went to the file
