@@ -237,6 +237,12 @@ _BOUNDARIES = {  # name: (label, B / B_star, note when above the range, note whe
         "the curve is already flat at the smallest batch size ({lo}): no larger batch size saves more "
         f"than {1 - 1 / USEFUL_STEPS_FACTOR:.0%} of the steps; maximum useful batch size <= {{high}}"),
 }
+_PARTIAL = {  # the estimate is inside the measured range but one end of its interval is not
+    ABOVE: "the fit puts it at {value}, but its {pct} CI [{low}, {high}] reaches past the largest "
+           "batch size measured ({hi}): the data bound it only from below (>= {low})",
+    BELOW: "the fit puts it at {value}, but its {pct} CI [{low}, {high}] reaches below the smallest "
+           "batch size measured ({lo}): the data bound it only from above (<= {high})",
+}
 _UNDETERMINED = ("undetermined: its {pct} CI [{low}, {high}] extends beyond both the smallest ({lo}) "
                  "and the largest ({hi}) batch size measured")
 
@@ -293,7 +299,10 @@ def fit_regimes(crossings: pd.DataFrame, resamples: int = 1000, level: float = 0
     for name, (label, factor, above, below) in _BOUNDARIES.items():
         value, low, high = (factor * x for x in (b_star, math.exp(c_low), math.exp(c_high)))
         estimates[name] = Estimate(value, low, high, _status(value, low, high, lo_b, hi_b))
-        text = {ABOVE: above, BELOW: below, UNDETERMINED: _UNDETERMINED}.get(estimates[name].status)
+        status = estimates[name].status
+        text = {ABOVE: above, BELOW: below, UNDETERMINED: _UNDETERMINED}.get(status)
+        if status in (ABOVE, BELOW) and lo_b <= value <= hi_b:  # only the interval leaves the range
+            text = _PARTIAL[status].replace("{value}", _fmt(value))
         if text:
             low, high = (value, value) if math.isnan(low) else (low, high)  # no resamples: the value
             notes.append(f"{label}: " + text.format(lo=_fmt(lo_b), hi=_fmt(hi_b), low=_fmt(low),
