@@ -38,10 +38,3 @@ def detect_study_goals(spec: StudySpec, store: StudyStore) -> pd.DataFrame:
     table = goal_steps_table(spec, trials)
     store.fs.write_text(f"{spec.name}/{GOAL_STEPS_FILE}", table.to_csv(index=False))
     return table
-
-
-def read_goal_steps(spec: StudySpec, store: StudyStore) -> pd.DataFrame:
-    """The table detect_study_goals last wrote (aggregate's input on a pipeline run)."""
-    import io
-
-    return pd.read_csv(io.StringIO(store.fs.read_text(f"{spec.name}/{GOAL_STEPS_FILE}")))
