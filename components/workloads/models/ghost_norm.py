@@ -93,9 +93,12 @@ class GhostBatchNormalization(keras.layers.Layer):
                 if keras.backend.backend() == "tensorflow":
                     import tensorflow as tf
 
-                    tf.debugging.assert_equal(
+                    check = tf.debugging.assert_equal(
                         batch % ghost, 0, message="GhostBatchNormalization: the batch (per replica "
                         "under tf.distribute) is not a multiple of the ghost batch size")
+                    # the reshape below must not run (and fail with its own message) first
+                    with tf.control_dependencies([check]):
+                        x = tf.identity(x)
             grouped = ops.reshape(x, (-1, ghost, *shape[1:]))
             axes = tuple(range(1, len(grouped.shape) - 1))  # ghost examples and spatial axes
             mean = ops.mean(grouped, axis=axes, keepdims=True)
