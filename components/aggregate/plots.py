@@ -56,8 +56,8 @@ def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
 
 
-def _no_data(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9,
+def _no_data(ax, text: str, y: float = 0.5) -> None:
+    ax.text(0.5, y, text, transform=ax.transAxes, ha="center", va="center", fontsize=9,
             color="0.4")
 
 

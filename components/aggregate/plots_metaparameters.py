@@ -21,7 +21,7 @@ from components.aggregate.metaparameters import (
     reached_mask,
     trial_outcomes,
 )
-from components.aggregate.plots import _figure, _png
+from components.aggregate.plots import _figure, _no_data, _png
 
 OUTCOME_STYLE = {
     "reached": {"marker": "o", "facecolors": "tab:blue", "edgecolors": "tab:blue",
@@ -66,11 +66,6 @@ def _log_limits(values, default: tuple[float, float]) -> tuple[float, float]:
     lo, hi = float(values.min()), float(values.max())
     pad = 3.0 if lo == hi else (hi / lo) ** 0.08
     return lo / pad, hi * pad
-
-
-def _no_data(ax, text: str, y: float = 0.5) -> None:
-    ax.text(0.5, y, text, transform=ax.transAxes, ha="center", va="center", fontsize=9,
-            color="0.4")
 
 
 def optimal_metaparameters_plot(optimal: pd.DataFrame, title: str) -> bytes:

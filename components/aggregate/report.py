@@ -34,9 +34,9 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                       ignore_index=True)
     primary = study.goals[0]
     val = {g.label: steps[(steps["goal"] == g.label) & (steps["split"] == "val")] for g in study.goals}
-    fits = {g.label: fit_regimes(crossings(study, g, "val"), resamples=resamples, seed=seed)
-            for g in study.goals}
-    reached = crossings(study, primary, "val").assign(reached=lambda t: t["step"].notna())
+    crossed = {g.label: crossings(study, g, "val") for g in study.goals}
+    fits = {label: fit_regimes(table, resamples=resamples, seed=seed) for label, table in crossed.items()}
+    reached = crossed[primary.label].assign(reached=lambda t: t["step"].notna())
     trials = study.trials.merge(reached[["batch_size", "trial_id", "reached"]],
                                 on=["batch_size", "trial_id"], how="left")
     trials["reached"] = trials["reached"].astype("boolean").fillna(False).astype(bool)
