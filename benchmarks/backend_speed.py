@@ -20,16 +20,17 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = """
 import json, sys
-from components.data_prep.prepare import prepare_dataset
-from components.spec import StudySpec, TrialSpec
-from components.store import StudyStore
-from components.train_trial.trainer import run_trial
+from batchscale.validation import parse_spec
+from batchscale.workloads.prepare import prepare_dataset
+from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.store.layout import StudyStore
+from batchscale.training.trainer import run_trial
 root, backend, model = sys.argv[1:4]
 batch_size, steps = int(sys.argv[4]), int(sys.argv[5])
 store = StudyStore(root)
 prepare_dataset(store, "mnist_5k", log=lambda *a: None)
 name = f"bench-{backend}-{model}-{batch_size}"
-spec = StudySpec.from_dict({
+spec = parse_spec({
     "name": name, "store": root, "backend": backend,
     "workload": {"dataset": "mnist_5k", "model": model, "optimizer": "nesterov_momentum"},
     "batch_sizes": [batch_size], "trials_per_batch_size": 1,

@@ -23,10 +23,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from components.store import StudyStore  # noqa: E402
-from components.workloads import get_dataset  # noqa: E402
-from components.workloads.datasets import open_pipeline  # noqa: E402
-from components.workloads.shards import write_split  # noqa: E402
+from batchscale.store.layout import StudyStore  # noqa: E402
+from batchscale.workloads import get_dataset  # noqa: E402
+from batchscale.workloads.datasets import open_pipeline  # noqa: E402
+from batchscale.workloads.shards import write_split  # noqa: E402
 
 
 def _jpegs(n: int, rng) -> list[bytes]:

@@ -10,7 +10,7 @@ KFP's upload of a new pipeline also creates its first version, named after the p
 (not after us). We use that version as is, and recognise it on later uploads by its
 content: its pipeline_spec equals our compiled YAML. Nothing is ever deleted.
 
-Plain functions over a ``kfp.Client``; connecting is ``pipelines.kfp_connect``'s job.
+Plain functions over a ``kfp.Client``; connecting is ``batchscale.pipelines.kfp_connect``'s job.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import os
 import tempfile
 import time
 
-from components.spec import SpecError, StudySpec
-from pipelines.gke_settings import KSA_NAME
+from batchscale.core.spec import SpecError, StudySpec
+from batchscale.pipelines.gke_settings import KSA_NAME
 
 DESCRIPTION = ("batchscale: steps to a goal validation error against batch size (Shallue et al. "
                "2019); one pipeline per trainer placement preset, versions named <study>-<hash>.")
@@ -31,7 +31,7 @@ DESCRIPTION = ("batchscale: steps to a goal validation error against batch size 
 
 def compile_yaml(spec: StudySpec, preset: str, images: dict | None, store_root: str, path: str) -> str:
     """Compile the study's pipeline for ``preset`` to ``path``; returns the YAML text."""
-    from pipelines.study import compile_pipeline
+    from batchscale.pipelines.study import compile_pipeline
 
     compile_pipeline(spec, path, store_root=store_root, preset=preset, images=images)
     with open(path) as fh:
@@ -105,7 +105,7 @@ def upload(client, spec: StudySpec, preset: str, images: dict | None = None, sto
 
     ``store_root`` becomes the default of the pipeline's store_root parameter.
     """
-    from pipelines.study import pipeline_name
+    from batchscale.pipelines.study import pipeline_name
 
     name = pipeline_name(preset)
     with tempfile.TemporaryDirectory() as folder:

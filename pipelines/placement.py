@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from components.images import LIGHT as LIGHT_NAME
-from components.images import TRAINER_GPU, TRAINER_TPU
+from batchscale.core.images import LIGHT as LIGHT_NAME
+from batchscale.core.images import TRAINER_GPU, TRAINER_TPU
 
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
@@ -96,7 +96,7 @@ def place(task, preset: Preset, image: str | None = None):
     tolerations and (when given) the container image; returns the task."""
     from kfp import kubernetes
 
-    from components.workloads.inputs import CPUS_ENV
+    from batchscale.workloads.inputs import CPUS_ENV
 
     task.set_cpu_request(preset.cpu).set_memory_request(preset.memory)
     if preset.cpu_limit:

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from components.goal_detection.detect import goal_steps_table
-from components.search.trials import make_trials
-from components.spec import StudySpec
-from components.store import DONE_STATUSES, trial_record
+from batchscale.analysis.goal_steps import goal_steps_table
+from batchscale.core.names import DONE_STATUSES
+from batchscale.core.spec import StudySpec
+from batchscale.search.trials import make_trials
+from batchscale.store.layout import trial_record
 
 
 @dataclass

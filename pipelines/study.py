@@ -10,15 +10,15 @@ one compiled pipeline per preset, named ``batchscale-study-<preset>``.
 
 from kfp import dsl
 
-from components.aggregate.component import aggregate
-from components.data_prep.component import prepare_data
-from components.goal_detection.component import detect_goals
-from components.images import LIGHT as LIGHT_IMAGE_NAME
-from components.images import image_reference
-from components.search.component import make_trials
-from components.spec import StudySpec
-from components.train_trial.component import train_trial
-from pipelines.placement import LIGHT, get_preset, place
+from batchscale.components.aggregate import aggregate
+from batchscale.components.detect_goals import detect_goals
+from batchscale.components.make_trials import make_trials
+from batchscale.components.prepare_data import prepare_data
+from batchscale.components.train_trial import train_trial
+from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
+from batchscale.core.images import image_reference
+from batchscale.core.spec import StudySpec
+from batchscale.pipelines.placement import LIGHT, get_preset, place
 
 
 def pipeline_name(preset: str) -> str:

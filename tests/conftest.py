@@ -8,6 +8,8 @@ from http import HTTPStatus
 
 import pytest
 
+from batchscale.validation import parse_spec
+
 GCS_TEST_BUCKET = "batchscale-test"
 
 # Keras picks its backend once, at first import: tests that train in-process use JAX
@@ -82,8 +84,8 @@ def gcs_root(gcs_emulator, monkeypatch):
 @pytest.fixture(scope="session")
 def digits_store(tmp_path_factory):
     """A local store root with scikit-learn's real digits prepared (offline, ~1,800 images)."""
-    from components.data_prep.prepare import prepare_dataset
-    from components.store import StudyStore
+    from batchscale.store.layout import StudyStore
+    from batchscale.workloads.prepare import prepare_dataset
 
     root = str(tmp_path_factory.mktemp("digits-store"))
     prepare_dataset(StudyStore(root), "digits", log=lambda *_: None)
@@ -109,14 +111,13 @@ def tiny_spec_dict(store: str, **changes) -> dict:
 def gcs_study(gcs_emulator):
     """A tiny study ("tiny", digits, batch sizes 16 and 128) trained for real straight into
     a gs:// store; returns the store root."""
-    from components.data_prep.prepare import prepare_dataset
-    from components.search.trials import make_trials
-    from components.spec import StudySpec
-    from components.store import StudyStore
-    from components.train_trial.trainer import run_trial
+    from batchscale.search.trials import make_trials
+    from batchscale.store.layout import StudyStore
+    from batchscale.training.trainer import run_trial
+    from batchscale.workloads.prepare import prepare_dataset
 
     root = f"gs://{gcs_emulator['bucket']}/report-test"
-    spec = StudySpec.from_dict(tiny_spec_dict(root, max_steps=120))
+    spec = parse_spec(tiny_spec_dict(root, max_steps=120))
     store = StudyStore(root)
     prepare_dataset(store, "digits", log=lambda *_: None)
     store.register_study(spec)

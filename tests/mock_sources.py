@@ -15,9 +15,9 @@ import random
 import numpy as np
 import pytest
 
-from components.data_prep.prepare import prepare_dataset
-from components.store import StudyStore
-from components.workloads import text
+from batchscale.store.layout import StudyStore
+from batchscale.workloads import text
+from batchscale.workloads.prepare import prepare_dataset
 
 
 def encode(pixels, fmt="PNG"):

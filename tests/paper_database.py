@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from components.storage import open_root
+from batchscale.store.filesystem import open_root
 
 WORKLOAD = "fashion_mnist/simple_cnn_base/momentum"
 NAN = float("nan")

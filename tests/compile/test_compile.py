@@ -8,8 +8,8 @@ import sys
 
 import yaml
 
-from components.spec import StudySpec, default_spec_dict
-from pipelines.cli import main
+from batchscale.cli.main import main
+from batchscale.validation import default_spec_dict, parse_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,7 +44,7 @@ def test_dag_parallel_for_and_trainer_resources(tmp_path):
     params = doc["root"]["inputDefinitions"]["parameters"]
     assert params["store_root"]["defaultValue"] == "gs://my-bucket/studies"
     default = params["study_spec"]["defaultValue"]
-    assert StudySpec.from_dict(default) == StudySpec.from_dict({**default_spec_dict(), "parallelism": 5})
+    assert parse_spec(default) == parse_spec({**default_spec_dict(), "parallelism": 5})
 
 
 def test_kfp_artifacts_for_the_ui(tmp_path):
@@ -56,7 +56,7 @@ def test_kfp_artifacts_for_the_ui(tmp_path):
 
 
 def test_compile_does_not_import_tensorflow_keras_or_jax(tmp_path):
-    code = ("import sys; from pipelines.cli import main; "
+    code = ("import sys; from batchscale.cli.main import main; "
             f"main(['compile', '-o', {str(tmp_path / 'p.yaml')!r}]); "
             "print(sorted(m for m in ('tensorflow', 'keras', 'jax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

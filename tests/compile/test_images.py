@@ -187,8 +187,9 @@ def test_kfp_import_is_checked_at_build_time(dockerfile):
     user_at = max(i for i, (k, _) in enumerate(instructions) if k == "USER")
     smoke = [args for keyword, args in instructions[user_at:]
              if keyword == "RUN" and re.search(r"python3? -c", args)]
-    assert any(re.search(r"import [^;\"']*\bkfp\b", s) and "components" in s and "pipelines" in s
-               for s in smoke), f"{dockerfile}: no build-time `python -c 'import kfp, components, ...'`"
+    assert any(re.search(r"import [^;\"']*\bkfp\b", s) and "batchscale.components" in s
+               and "batchscale.pipelines" in s for s in smoke), \
+        f"{dockerfile}: no build-time `python -c 'import kfp, batchscale.components, ...'`"
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
@@ -285,7 +286,7 @@ def test_dockerignore_keeps_the_venv_and_git_out():
     patterns = _dockerignore()
     for path in (".venv", ".venv/lib/python3.11/site-packages/jax/__init__.py", ".git/HEAD",
                  "batchscale-store/quickstart/trials", ".batchscale/logs/x.log",
-                 "components/__pycache__/spec.cpython-311.pyc"):
+                 "batchscale/core/__pycache__/spec.cpython-311.pyc"):
         assert _ignored(path, patterns), f".dockerignore lets {path} into the build context"
 
 

@@ -20,8 +20,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from pipelines.gke_settings import DERIVED_KEYS, derive, parse_settings, render_settings
-from pipelines.placement import PRESETS
+from batchscale.pipelines.gke_settings import DERIVED_KEYS, derive, parse_settings, render_settings
+from batchscale.pipelines.placement import PRESETS
 from tests.kustomize_build import kustomize_builds
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from components.spec import StudySpec, default_spec_dict
-from pipelines.placement import PRESETS
-from pipelines.study import compile_pipeline
+from batchscale.pipelines.placement import PRESETS
+from batchscale.pipelines.study import compile_pipeline
+from batchscale.validation import default_spec_dict, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,7 +84,7 @@ def test_no_credentials_or_project_ids_in_the_repository():
 
 @pytest.mark.parametrize("preset", list(PRESETS))
 def test_no_credentials_in_the_compiled_pipeline(tmp_path, preset):
-    spec = StudySpec.from_dict({**default_spec_dict(), "store": "gs://example-project-batchscale-store/studies"})
+    spec = parse_spec({**default_spec_dict(), "store": "gs://example-project-batchscale-store/studies"})
     path = compile_pipeline(spec, str(tmp_path / "p.yaml"), store_root=spec.store, preset=preset)
     text = Path(path).read_text()
     assert problems(text) == []

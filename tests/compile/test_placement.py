@@ -7,12 +7,12 @@ import json
 import pytest
 import yaml
 
-from components.images import IMAGE_NAMES, LIGHT, image_reference, read_images_file
-from components.spec import StudySpec, default_spec_dict
-from components.workloads.inputs import CPUS_ENV, available_cpus
-from pipelines.cli import main
-from pipelines.placement import GPU_RESOURCE, PRESETS, TPU_RESOURCE
-from pipelines.study import compile_pipeline, pipeline_name
+from batchscale.cli.main import main
+from batchscale.core.images import IMAGE_NAMES, LIGHT, image_reference, read_images_file
+from batchscale.pipelines.placement import GPU_RESOURCE, PRESETS, TPU_RESOURCE
+from batchscale.pipelines.study import compile_pipeline, pipeline_name
+from batchscale.validation import default_spec_dict, parse_spec
+from batchscale.workloads.inputs import CPUS_ENV, available_cpus
 
 LIGHT_TASKS = ("prepare-data", "make-trials", "detect-goals", "aggregate")
 BUILT = {name: f"us-docker.pkg.dev/example-project/batchscale/{name}:abc123@sha256:{'0' * 64}"
@@ -20,7 +20,7 @@ BUILT = {name: f"us-docker.pkg.dev/example-project/batchscale/{name}:abc123@sha2
 
 
 def _compiled(tmp_path, preset, images=None):
-    spec = StudySpec.from_dict(default_spec_dict())
+    spec = parse_spec(default_spec_dict())
     path = compile_pipeline(spec, str(tmp_path / f"{preset}.yaml"), store_root="gs://b/p",
                             preset=preset, images=images)
     with open(path) as fh:

@@ -6,7 +6,7 @@ top-level keys; every profile's JSON patches apply to the base config (with the 
 a list element by index, so reordering the base cannot make a patch hit the wrong entry;
 in the base and after every profile, each artifact has a unique image name and a
 Dockerfile that exists relative to its context, and exactly one build type is set. The
-image names are exactly ``components.images.IMAGE_NAMES``: the base builds the light
+image names are exactly ``batchscale.core.images.IMAGE_NAMES``: the base builds the light
 image, ``gpu`` and ``tpu`` add their trainer, and every placement preset's image is
 built by some profile. Each profile's kustomize paths are overlays with a
 kustomization.yaml, and each profile is preceded by a comment showing how to invoke it.
@@ -22,8 +22,8 @@ import jsonpatch
 import pytest
 import yaml
 
-from components.images import IMAGE_NAMES, LIGHT, TRAINER_GPU, TRAINER_TPU
-from pipelines.placement import PRESETS
+from batchscale.core.images import IMAGE_NAMES, LIGHT, TRAINER_GPU, TRAINER_TPU
+from batchscale.pipelines.placement import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 SKAFFOLD = ROOT / "skaffold.yaml"

@@ -3,10 +3,10 @@
 import pytest
 from kfp import local
 
-from components.data_prep.component import prepare_data
-from components.search.component import make_trials
-from components.spec import StudySpec
-from components.store import StudyStore
+from batchscale.components.make_trials import make_trials
+from batchscale.components.prepare_data import prepare_data
+from batchscale.store.layout import StudyStore
+from batchscale.validation import parse_spec
 from tests.conftest import tiny_spec_dict
 
 
@@ -27,7 +27,7 @@ def test_prepare_data_then_make_trials(kfp_local, tmp_path):
 
     trials = make_trials(study_spec=raw, store_root="", dataset_location=prep.output).output
     assert [(t["batch_size"], t["trial_id"]) for t in trials] == [(16, 1), (16, 2), (128, 1), (128, 2)]
-    assert store.read_spec("tiny") == StudySpec.from_dict(raw)
+    assert parse_spec(store.read_spec_dict("tiny")) == parse_spec(raw)
     assert store.fs.exists("tiny/digits/fc_32/nesterov_momentum/128/study.json")
 
     again = prepare_data(study_spec=raw, store_root="")  # second time: re-used, not rewritten

@@ -10,11 +10,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from components.aggregate.regimes import synthetic_crossings
-from components.aggregate.report import kfp_metrics, report_study
-from components.results import open_study
-from components.storage import open_root
-from pipelines.cli import main
+from batchscale.analysis.regimes import synthetic_crossings
+from batchscale.analysis.report import kfp_metrics, report_study
+from batchscale.analysis.results import open_study
+from batchscale.cli.main import main
+from batchscale.store.filesystem import open_root
 from tests import paper_database as db
 
 FIGURES_PAPER = {"steps_to_result.png", "train_vs_val.png", "budget_steps.png",

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from components.results import open_study, split_location
-from components.spec import SpecError
-from components.store import StudyStore
+from batchscale.analysis.results import open_study, split_location
+from batchscale.core.spec import SpecError
+from batchscale.store.layout import StudyStore
 
 
 def _objects(root):

@@ -7,19 +7,21 @@ import sys
 
 import pytest
 
-from components.spec import StudySpec, TrialSpec
-from components.store import StudyStore, load_trials
-from components.train_trial.evaluation import evaluation_steps
-from components.train_trial.trainer import run_trial
+from batchscale.core.spec import TrialSpec
+from batchscale.store.layout import StudyStore, load_trials
+from batchscale.training.evaluation_grid import evaluation_steps
+from batchscale.training.trainer import run_trial
+from batchscale.validation import parse_spec
 from tests.conftest import tiny_spec_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = """
 import json, sys
-from components.spec import StudySpec, TrialSpec
-from components.store import StudyStore, load_trials
-from components.train_trial.trainer import run_trial
-spec = StudySpec.from_dict(json.loads(sys.argv[1]))
+from batchscale.core.spec import TrialSpec
+from batchscale.validation import parse_spec
+from batchscale.store.layout import StudyStore, load_trials
+from batchscale.training.trainer import run_trial
+spec = parse_spec(json.loads(sys.argv[1]))
 store = StudyStore(spec.store)
 store.register_study(spec)
 meta = run_trial(spec, TrialSpec("tiny", 32, 1, {"learning_rate": 0.05, "momentum": 0.9}), store,
@@ -54,7 +56,7 @@ def test_short_trial_on_each_backend(backend, digits_store, tmp_path):
 
 
 def _spec(digits_store, **changes):
-    return StudySpec.from_dict(tiny_spec_dict(digits_store, **changes))
+    return parse_spec(tiny_spec_dict(digits_store, **changes))
 
 
 def test_goal_stops_the_trial_early_and_reuse_does_not_retrain(digits_store):

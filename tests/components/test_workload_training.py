@@ -14,13 +14,14 @@ import math
 
 import pytest
 
-from components.data_prep.prepare import prepare_dataset
-from components.search.trials import make_trials
-from components.spec import StudySpec
-from components.store import StudyStore, load_trials
-from components.train_trial.trainer import run_trial
-from components.workloads import get_dataset
-from components.workloads.defaults import WORKLOADS
+from batchscale.core.spec import StudySpec
+from batchscale.search.trials import make_trials
+from batchscale.store.layout import StudyStore, load_trials
+from batchscale.training.trainer import run_trial
+from batchscale.validation import parse_spec
+from batchscale.workloads import get_dataset
+from batchscale.workloads.defaults import WORKLOADS
+from batchscale.workloads.prepare import prepare_dataset
 from tests.mock_sources import C4_TINY, CORPUS, LM1B_TINY, mock_corpus, mock_open_images, prepare_text
 
 tfds = pytest.importorskip("tensorflow_datasets")
@@ -60,7 +61,7 @@ def stores(tmp_path_factory):
 def tiny_spec(defaults, root: str) -> StudySpec:
     """The workload's defaults, with a batch of 8, 3 steps and a learning rate that
     cannot diverge in 3 steps (a divergence would be data, but this tests training)."""
-    spec = StudySpec.from_dict({
+    spec = parse_spec({
         "name": f"tiny-{defaults.dataset}-{defaults.model}", "store": root,
         "workload": {"dataset": defaults.dataset, "model": defaults.model,
                      "options": TINY_OPTIONS.get(defaults.dataset, {})},
@@ -69,7 +70,7 @@ def tiny_spec(defaults, root: str) -> StudySpec:
     })
     raw = spec.to_dict()
     raw["search_space"]["learning_rate"] = {"scale": "log", "min": 1e-3, "max": 2e-3}
-    return StudySpec.from_dict(raw)
+    return parse_spec(raw)
 
 
 @pytest.mark.slow
@@ -101,7 +102,7 @@ def test_mixed_precision_keeps_the_metrics_meaning(stores):
     defaults = next(w for w in WORKLOADS if w.key == "mnist_5k/resnet_8")
     raw = tiny_spec(defaults, store.root).to_dict()
     raw["name"], raw["workload"]["precision"] = "tiny-bf16", "mixed_bfloat16"
-    spec = StudySpec.from_dict(raw)
+    spec = parse_spec(raw)
     store.register_study(spec)
     meta = run_trial(spec, make_trials(spec)[0], store, log=QUIET)
     assert meta["status"] == "COMPLETE" and meta["precision"] == "mixed_bfloat16"

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _batchscale(*args, cwd):
     started = time.time()
-    out = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=cwd, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "batchscale.cli.main", *args], cwd=cwd, capture_output=True,
                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT})
     return out, time.time() - started
 
@@ -73,11 +73,12 @@ def test_new_workload_from_a_spec_only_on_a_gcs_store(gcs_emulator, tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert f"report: {root}/toy/report/report.html" in out.stdout
 
-    from components.store import StudyStore, load_trials
+    from batchscale.store.layout import StudyStore, load_trials
+    from batchscale.validation import parse_spec
 
     store = StudyStore(root)
     assert store.has_dataset("mnist_5k")
-    spec = store.read_spec("toy")
+    spec = parse_spec(store.read_spec_dict("toy"))
     assert spec.goals[0].value == 0.1 and {p.name for p in spec.search_space} == {"learning_rate", "momentum"}
     trials = load_trials(store.fs, "toy")
     assert [(t["batch_size"], t["trial_id"], t["model"]) for t in trials] == [(32, 1, "resnet_8"),

@@ -5,16 +5,16 @@ import os
 import pytest
 import yaml
 
-from components.spec import StudySpec, default_spec_dict
-from components.store import StudyStore
-from pipelines.cli import main
+from batchscale.cli.main import main
+from batchscale.store.layout import StudyStore
+from batchscale.validation import default_spec_dict, parse_spec
 
 
 @pytest.fixture
 def store_with_study(tmp_path):
     """A store already holding study 'quickstart' (registered, one finished trial)."""
     root = str(tmp_path / "store")
-    spec = StudySpec.from_dict({**default_spec_dict(), "store": root})
+    spec = parse_spec({**default_spec_dict(), "store": root})
     store = StudyStore(root)
     store.register_study(spec)
     store.fs.write_text("quickstart/mnist_5k/fc_128_128/nesterov_momentum/8/1/metadata.json",
@@ -45,7 +45,8 @@ BAD = [
     (["--batch-sizes", ","], "batch_sizes"),
     (["--batch-sizes", "8,-16"], "batch_sizes"),
     (["--batch-sizes", "8,100000"], "batch_sizes"),
-    (["--goal", "average_precision=0.3"], "goals[0].metric"),
+    (["--goal", "average_precision>0.3"], "goals[0]: metric 'average_precision' is not measured"),
+    (["--goal", "classification_error=0.05"], "goals[0]: 'classification_error=0.05' must look like"),
     (["--name", "../../etc"], "name"),
     (["--seed", "99"], "name: study 'quickstart' already exists"),  # same name, other spec
 ]
@@ -91,7 +92,7 @@ def test_report_of_a_missing_folder_is_one_line(capsys, tmp_path):
 
 
 def test_failure_reason_names_the_task_error_not_kfps_summary():
-    from pipelines.cli import failure_reason
+    from batchscale.cli.main import failure_reason
 
     log = ("10:57:03 - INFO - Executing task 'prepare-data'\n    Traceback (most recent call last):\n"
            "    DatasetNotFoundError: Dataset mnist not found: no internet\n"
@@ -103,7 +104,7 @@ def test_failure_reason_names_the_task_error_not_kfps_summary():
 def test_workloads_lists_every_workload_with_its_defaults(capsys):
     import json
 
-    from components.workloads.defaults import WORKLOADS
+    from batchscale.workloads.defaults import WORKLOADS
 
     assert main(["workloads"]) == 0
     table = capsys.readouterr().out
@@ -129,7 +130,7 @@ def test_workload_flag_starts_from_its_defaults(capsys):
 
 
 def test_gke_settings_writes_the_file_kustomize_reads(tmp_path, capsys):
-    from pipelines.gke_settings import parse_settings
+    from batchscale.pipelines.gke_settings import parse_settings
 
     out = tmp_path / "settings.env"
     assert main(["gke-settings", "--project", "example-ml-123", "--location", "europe-west4",

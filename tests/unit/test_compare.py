@@ -18,16 +18,16 @@ import shutil
 import pandas as pd
 import pytest
 
-from components.aggregate.compare import (
+from batchscale.analysis.compare import (
     NORMALIZED,
     compare_studies,
     disambiguate,
     format_comparison,
     write_comparison,
 )
-from components.spec import SpecError
-from components.storage import open_root
-from pipelines.cli_analysis import DEFAULT_COMPARE_OUT, add_analysis_commands
+from batchscale.cli.compare import DEFAULT_COMPARE_OUT, add_analysis_commands
+from batchscale.core.spec import SpecError
+from batchscale.store.filesystem import open_root
 from tests import paper_database as db
 
 FM, CIFAR, MNIST = ("fashion_mnist/simple_cnn_base/momentum", "cifar_10/resnet_8/nesterov_momentum",
@@ -219,7 +219,16 @@ def test_cli_compare(roots, tmp_path, capsys):
     assert (out / "compare.html").exists()
     defaults = parser().parse_args(["compare", "x"])
     assert (defaults.out, defaults.split, defaults.goal, defaults.normalize_at, defaults.trials,
-            defaults.fit) == (DEFAULT_COMPARE_OUT, "val", None, None, None, False)
+            defaults.fit) == (DEFAULT_COMPARE_OUT, None, None, None, None, False)
+    # The goal's split prefix chooses the split; an explicit --split may not contradict it.
+    train = parser().parse_args(["compare", str(roots / "a"), "--goal", "train/classification_error<0.2",
+                                 "--out", str(out)])
+    assert train.func(train) == 0
+    assert capsys.readouterr().out.startswith("training steps to result")
+    clash = parser().parse_args(["compare", str(roots / "a"), "--goal", "train/classification_error<0.2",
+                                 "--split", "val", "--out", str(out)])
+    with pytest.raises(SpecError, match="split: 'val' contradicts the goal's prefix 'train/'"):
+        clash.func(clash)
     bad = parser().parse_args(["compare", str(roots / "a"), "--normalize-at", "4", "--out", str(out)])
     with pytest.raises(SpecError, match="normalize_at: batch size 4 was not measured"):
         bad.func(bad)

@@ -5,7 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from components.train_trial.evaluation import EpochPermutations, classification_metrics, evaluation_steps
+from batchscale.training.evaluation_grid import evaluation_steps
+from batchscale.training.metrics import classification_metrics
+from batchscale.workloads.data_order import EpochPermutations
 
 
 @pytest.mark.parametrize("max_steps", [1, 40, 1000, 100_000])

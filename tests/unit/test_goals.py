@@ -1,7 +1,16 @@
-"""Goal detection is strict, first-step, and direction-aware."""
+"""The one goal rule and syntax: strict, first-step, direction-aware, and refusing goals
+that name a metric the workload does not measure or point the wrong way."""
 
-from components.goal_detection.goals import all_goals_reached, beats, detect_trial_goals, first_step_reaching
-from components.spec import Goal
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from batchscale.analysis.goal_steps import detect_trial_goals
+from batchscale.core.goals import Goal, all_goals_reached, check_goal, first_step_reaching, parse_goal
+from batchscale.core.spec import SpecError
+from batchscale.workloads.defaults import default_goal
 
 ROWS = [
     {"step": 0, "val/classification_error": 0.9, "train/classification_error": 0.9},
@@ -14,10 +23,19 @@ ROWS = [
 
 def test_strictly_beats_and_ignores_non_finite():
     goal = Goal("classification_error", 0.1)
-    assert not beats(0.1, goal) and beats(0.0999, goal)
-    assert not beats(float("nan"), goal) and not beats(None, goal)
+    assert not goal.beats(0.1) and goal.beats(0.0999)
+    assert not goal.beats(float("nan")) and not goal.beats(None) and not goal.beats(-math.inf)
     up = Goal("average_precision", 0.3, "maximize")
-    assert beats(0.31, up) and not beats(0.3, up)
+    assert up.beats(0.31) and not up.beats(0.3) and not up.beats(math.inf)
+
+
+def test_beats_is_the_same_rule_on_arrays_and_series():
+    goal = Goal("classification_error", 0.1)
+    values = [0.2, 0.1, 0.05, math.nan, -math.inf]
+    expected = [goal.beats(v) for v in values]
+    assert expected == [False, False, True, False, False]
+    assert list(goal.beats(np.array(values))) == expected
+    assert list(goal.beats(pd.Series(values))) == expected
 
 
 def test_first_step_in_step_order_even_if_rows_are_not_sorted():
@@ -35,3 +53,47 @@ def test_all_goals_and_per_split_records():
     by = {(r["goal"], r["split"]): r["step"] for r in records}
     assert by[("classification_error<0.04", "val")] == 30
     assert by[("classification_error<0.04", "train")] is None  # 0.04 is not < 0.04, then NaN
+
+
+@pytest.mark.parametrize("text, goal, split", [
+    ("classification_error<0.3", Goal("classification_error", 0.3), None),
+    ("val/average_precision>0.31", Goal("average_precision", 0.31, "maximize"), "val"),
+    (" train/cross_entropy_error < 3.9 ", Goal("cross_entropy_error", 3.9), "train"),
+    ("classification_error<1e-2", Goal("classification_error", 0.01), None),
+])
+def test_parse_goal(text, goal, split):
+    assert parse_goal(text) == (goal, split)
+    assert parse_goal(goal.label)[0] == goal  # the label reads back as the same goal
+
+
+@pytest.mark.parametrize("text, message", [
+    ("classification_error", "must look like METRIC<VALUE or METRIC>VALUE"),
+    ("<0.3", "must look like"),
+    ("error<abc", "must look like"),
+    ("a<1<2", "must look like"),
+    ("classification_error=0.05", "'=' is not a direction"),
+    ("accuracy>0.9", "metric 'accuracy' is not measured here; allowed: classification_error"),
+    ("classification_error>0.1",
+     "classification_error improves by falling; write classification_error<VALUE"),
+    ("average_precision<0.3", "improves by rising"),
+    ("test/classification_error<0.1", "split 'test'; allowed: val, train"),
+])
+def test_parse_goal_refuses_with_one_line(text, message):
+    with pytest.raises(SpecError, match=message.replace("(", r"\(")) as err:
+        parse_goal(text)
+    assert "\n" not in str(err.value) and str(err.value).startswith("goal: ")
+
+
+def test_goals_are_checked_against_the_metrics_measured():
+    with pytest.raises(SpecError, match="metric 'average_precision' is not measured here; allowed: "
+                                        "classification_error, cross_entropy_error"):
+        parse_goal("average_precision>0.3", ("classification_error", "cross_entropy_error"), "--goal")
+    with pytest.raises(SpecError, match="not a finite number"):
+        check_goal(Goal("classification_error", math.inf))
+
+
+def test_the_papers_default_goals_come_from_the_workload_registry():
+    assert default_goal("cifar_10", "resnet_8") == Goal("classification_error", 0.3)
+    assert default_goal("open_images", "resnet_50") == Goal("average_precision", 0.31, "maximize")
+    assert default_goal("common_crawl", "transformer_base") == default_goal("c4", "transformer_base")
+    assert default_goal("cifar_10", "no_such_model") is None

@@ -2,7 +2,7 @@
 
 tfds cannot download here, so every data set is prepared from ``tfds.testing.mock_data``
 (random images, each split the same few examples, slices ignored) into a temporary
-store, and its pipeline is checked against the contract of ``components.workloads.inputs``.
+store, and its pipeline is checked against the contract of ``batchscale.workloads.inputs``.
 The preprocessing itself is checked by hand on small fixed images.
 """
 
@@ -11,12 +11,11 @@ import io
 import numpy as np
 import pytest
 
-from components.data_prep.prepare import prepare_dataset
-from components.store import StudyStore
-from components.workloads import get_dataset
-from components.workloads.datasets import open_pipeline
-from components.workloads.defaults import workload_defaults
-from components.workloads.image_stream import (
+from batchscale.store.layout import StudyStore
+from batchscale.workloads import get_dataset
+from batchscale.workloads.datasets import open_pipeline
+from batchscale.workloads.defaults import workload_defaults
+from batchscale.workloads.image_stream import (
     MEAN_RGB,
     crop_box,
     decode,
@@ -25,8 +24,9 @@ from components.workloads.image_stream import (
     resize_smaller_side,
     train_image,
 )
-from components.workloads.large_images import human_positives, prepare_imagenet
-from components.workloads.small_images import per_image_standardization
+from batchscale.workloads.large_images import human_positives, prepare_imagenet
+from batchscale.workloads.prepare import prepare_dataset
+from batchscale.workloads.small_images import per_image_standardization
 from tests.mock_sources import encode, mock_open_images, open_images_source
 
 tfds = pytest.importorskip("tensorflow_datasets")
@@ -130,7 +130,7 @@ def test_mnist_like_sets_prepare_from_mock_data(store, name):
 
 
 def test_sizes_are_checked_except_on_mock_data(monkeypatch):
-    from components.workloads import small_images
+    from batchscale.workloads import small_images
 
     info = get_dataset("mnist")
     fake = {split: (np.zeros((3, 28, 28, 1), np.uint8), np.zeros(3, np.int64))
@@ -171,7 +171,7 @@ def test_imagenet_shards_jpeg_bytes_and_streams_the_contract(store):
     stored = store.read_dataset_info("imagenet")
     assert stored["mock"] and stored["splits"]["train"] == {
         "shards": [f"train/shard-{i:05d}.npz" for i in range(5)], "examples": 22}
-    from components.workloads.shards import decode_shard
+    from batchscale.workloads.shards import decode_shard
 
     shard = decode_shard(store.fs.read_bytes(f"datasets/imagenet/{stored['splits']['test']['shards'][0]}"))
     assert all(bytes(image[:2]) == b"\xff\xd8" for image in shard["image"])  # still JPEG
@@ -212,7 +212,7 @@ def test_imagenet_streams_from_a_gcs_store(gcs_root):
 
 
 def shard_labels(store, stored, split):
-    from components.workloads.shards import decode_shard
+    from batchscale.workloads.shards import decode_shard
 
     return np.concatenate([decode_shard(store.fs.read_bytes(f"datasets/imagenet/{p}"))["label"]
                            for p in stored["splits"][split]["shards"]])
@@ -271,7 +271,7 @@ def test_open_images_from_the_real_tfds_builder(store, tmp_path, monkeypatch):
     import csv
     import tarfile
 
-    from components.workloads import large_images
+    from batchscale.workloads import large_images
 
     names = tfds.builder("open_images_v4/original").info.features["objects_trainable"]["label"].names
     images = {  # image id -> [(source, label index, confidence)]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.kfp_connect import (
+from batchscale.pipelines.kfp_connect import (
     ConnectOptions,
     KfpConnectionError,
     add_connection_args,

@@ -10,11 +10,12 @@ import hashlib
 import pytest
 import yaml
 
-from components.spec import StudySpec, default_spec_dict
-from pipelines.cli import main as cli
-from pipelines.kfp_connect import ConnectOptions, connect, free_port
-from pipelines.kfp_publish import submit, upload
-from pipelines.study import compile_pipeline
+from batchscale.cli.main import main as cli
+from batchscale.core.spec import StudySpec
+from batchscale.pipelines.kfp_connect import ConnectOptions, connect, free_port
+from batchscale.pipelines.kfp_publish import submit, upload
+from batchscale.pipelines.study import compile_pipeline
+from batchscale.validation import default_spec_dict, parse_spec
 from tests.stand_ins.kfp_rest import API, KfpStandIn, isolate_kfp_client
 
 STORE = "gs://batchscale-test/studies"
@@ -23,7 +24,7 @@ UPLOAD, UPLOAD_VERSION, RUNS = f"{API}/pipelines/upload", f"{API}/pipelines/uplo
 
 
 def _spec(**changes) -> StudySpec:
-    return StudySpec.from_dict({**default_spec_dict(), "store": STORE, **changes})
+    return parse_spec({**default_spec_dict(), "store": STORE, **changes})
 
 
 def _compiled(tmp_path, spec, store_root="", images=None) -> str:
@@ -61,7 +62,7 @@ def test_upload_creates_the_preset_pipeline_from_the_compiled_yaml(server, clien
     assert content == _compiled(tmp_path, spec)
     pipeline_doc, platform_doc = yaml.safe_load_all(content)
     default = pipeline_doc["root"]["inputDefinitions"]["parameters"]["study_spec"]["defaultValue"]
-    assert StudySpec.from_dict(default) == spec
+    assert parse_spec(default) == spec
     assert "nvidia-l4" in yaml.safe_dump(platform_doc)  # the preset's node selector
     # KFP's own first version (named after the pipeline) is the one we use.
     [version] = server.versions[out["pipeline_id"]]
@@ -116,11 +117,11 @@ def test_submit_sends_the_run_in_the_study_experiment(server, client):
     body = request["body"]
     assert body["runtime_config"]["pipeline_root"] == f"{STORE}/pipeline-root"
     params = body["runtime_config"]["parameters"]
-    assert StudySpec.from_dict(params["study_spec"]) == spec
+    assert parse_spec(params["study_spec"]) == spec
     assert params["store_root"] == STORE
     # What the server keeps went through a protobuf Struct (ints become floats): still the spec.
     kept = server.runs[out["run_id"]]["runtime_config"]["parameters"]["study_spec"]
-    assert isinstance(kept["seed"], float) and StudySpec.from_dict(kept) == spec
+    assert isinstance(kept["seed"], float) and parse_spec(kept) == spec
     [experiment] = server.experiments.values()
     assert experiment["display_name"] == "quickstart" and body["experiment_id"] == experiment["experiment_id"]
     assert body["pipeline_version_reference"] == {"pipeline_id": out["pipeline_id"],

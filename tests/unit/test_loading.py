@@ -2,8 +2,9 @@
 
 import pytest
 
-from components.aggregate.loading import PAPER_GOALS, load_study, parse_goal
-from components.spec import Goal, SpecError
+from batchscale.analysis.study_reader import load_study
+from batchscale.core.spec import Goal, SpecError
+from batchscale.workloads.defaults import default_goal
 from tests import paper_database as db
 
 
@@ -18,7 +19,8 @@ def test_loads_trials_measurements_and_search_space(root):
     workload = (study.dataset, study.model, study.optimizer)
     assert workload == ("fashion_mnist", "simple_cnn_base", "momentum")
     assert study.name == db.WORKLOAD and study.layout == "paper" and study.spec is None
-    assert study.goals == (PAPER_GOALS[("fashion_mnist", "simple_cnn_base")],)  # Figure 1's 0.1
+    assert study.goals == (default_goal("fashion_mnist", "simple_cnn_base"),)  # Figure 1's 0.1
+    assert study.goals[0].value == 0.1
     assert study.batch_sizes == [2, 8]
     assert len(study.trials) == 8 and set(study.trials["status"]) == {"COMPLETE", "INCOMPLETE", "INFEASIBLE"}
     assert list(study.trials.columns[:4]) == ["batch_size", "trial_id", "status", "steps"]
@@ -46,8 +48,14 @@ def test_unknown_workload_needs_a_goal(root):
     db.write_paper_database(str(root / "other"), "svhn/wide_resnet/sgd")
     with pytest.raises(SpecError, match="no default goal for svhn/wide_resnet; pass one"):
         load_study(str(root / "other"))
-    study = load_study(str(root / "other"), goals=["val/classification_error<0.2", Goal("x", 1.0)])
-    assert study.goals == (Goal("classification_error", 0.2), Goal("x", 1.0))
+    study = load_study(str(root / "other"), goals=["val/classification_error<0.2",
+                                                   Goal("classification_error", 0.5)])
+    assert study.goals == (Goal("classification_error", 0.2), Goal("classification_error", 0.5))
+    # A goal on a metric the trials did not measure is refused, naming what they did.
+    with pytest.raises(SpecError, match="metric 'accuracy' is not measured here; allowed: classification_error"):
+        load_study(str(root / "other"), goals=["accuracy>0.9"])
+    with pytest.raises(SpecError, match="metric 'x' is not measured here"):
+        load_study(str(root / "other"), goals=[Goal("x", 1.0)])
 
 
 def test_first_n_trials_by_trial_id(root):
@@ -77,18 +85,3 @@ def test_missing_or_studyless_location_says_so(tmp_path):
     (tmp_path / "notes").mkdir()
     with pytest.raises(SpecError, match="holds no study"):
         load_study(str(tmp_path))
-
-
-@pytest.mark.parametrize("text, goal", [
-    ("classification_error<0.3", Goal("classification_error", 0.3)),
-    ("val/average_precision>0.31", Goal("average_precision", 0.31, "maximize")),
-    ("cross_entropy_error=3.9", Goal("cross_entropy_error", 3.9)),
-])
-def test_parse_goal(text, goal):
-    assert parse_goal(text) == goal
-
-
-@pytest.mark.parametrize("text", ["classification_error", "<0.3", "error<abc", "a<1<2"])
-def test_parse_goal_rejects(text):
-    with pytest.raises(SpecError, match="must look like METRIC<VALUE"):
-        parse_goal(text)

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from components.aggregate.metaparameters import (
+from batchscale.analysis.metaparameters import (
     edge_warnings,
     optimal_metaparameters,
     trial_counts,
 )
-from components.aggregate.plots_metaparameters import (
+from batchscale.analysis.plots_metaparameters import (
     _pick,
     lr_momentum_scatter,
     optimal_metaparameters_plot,

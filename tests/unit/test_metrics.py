@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.train_trial import metrics
-from components.train_trial.metrics import (
-    TASK_METRICS,
+from batchscale.core.names import TASK_METRICS
+from batchscale.training import metrics
+from batchscale.training.metrics import (
     MetricAccumulator,
     average_precision,
     classification_metrics,
@@ -28,19 +28,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _logit(p):
     return math.log(p / (1 - p))
-
-
-def test_task_metrics_are_the_data_sets_metric_names():
-    from components.workloads.dataset_info import TASK_METRICS as DATASET_TASK_METRICS
-
-    assert TASK_METRICS == DATASET_TASK_METRICS
-
-
-def test_evaluation_module_still_exports_the_classification_metrics():
-    from components.train_trial import evaluation
-
-    assert evaluation.classification_metrics is classification_metrics
-    assert evaluation.log_softmax is metrics.log_softmax
 
 
 # ---- classification -----------------------------------------------------------------

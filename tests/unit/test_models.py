@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.workloads import MODEL_FAMILIES as REEXPORTED_FAMILIES
-from components.workloads.models import MODEL_FAMILIES, TASKS, check_model_name, model_tasks
+from batchscale.workloads import MODEL_FAMILIES as REEXPORTED_FAMILIES
+from batchscale.workloads.models import MODEL_FAMILIES, TASKS, check_model_name, model_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_MODELS = ("fc_32_16", "simple_cnn_base", "simple_cnn_narrow", "simple_cnn_wide",
@@ -107,7 +107,7 @@ SCRIPT = textwrap.dedent(
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 4)
     import keras
     from tests.unit.test_models import distributed_run, forward_report, tf_dynamic_batch_report
-    from components.workloads.models import build_model
+    from batchscale.workloads.models import build_model
 
     out = {"backend": keras.backend.backend(), "counts": {}, "forward": {}}
     for name, (shape, outputs, task) in cfg["counts"].items():
@@ -130,7 +130,7 @@ def forward_report(name, shape, outputs, task, lengths=(7, 4)):
     largest logit change before and from position 3 when the token at 3 is replaced."""
     import keras
 
-    from components.workloads.models import build_model
+    from batchscale.workloads.models import build_model
 
     model = build_model(name, shape, outputs, task)
     rng = np.random.default_rng(0)
@@ -165,7 +165,7 @@ def tf_dynamic_batch_report():
     the error for 24 examples with ghost batch 16."""
     import tensorflow as tf
 
-    from components.workloads.models.ghost_norm import GhostBatchNormalization
+    from batchscale.workloads.models.ghost_norm import GhostBatchNormalization
 
     x = np.random.default_rng(0).normal(size=(64, 3, 3, 4)).astype("float32")
     eager, traced = GhostBatchNormalization(16), GhostBatchNormalization(16)
@@ -189,7 +189,7 @@ def distributed_run(norm, replicas, steps=3, global_batch=128):
     import keras
     from keras import layers
 
-    from components.workloads.models.ghost_norm import GhostBatchNormalization
+    from batchscale.workloads.models.ghost_norm import GhostBatchNormalization
 
     jax_backend = keras.backend.backend() == "jax"
     seen = []  # JAX: how the normalisation's input is sharded inside the compiled train step
@@ -307,7 +307,7 @@ def test_errors_name_what_is_allowed_in_one_line():
 
 
 def test_checking_a_name_imports_no_heavy_library():
-    code = ("import sys; from components.workloads.models import check_model_name, model_tasks; "
+    code = ("import sys; from batchscale.workloads.models import check_model_name, model_tasks; "
             "check_model_name('resnet_50', 'classification'); model_tasks('lstm'); "
             "print(sorted(m for m in ('keras', 'jax', 'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
@@ -365,7 +365,7 @@ def test_jax_forward_gives_float32_logits_under_mixed_precision(mixed_precision,
 
 
 def test_build_model_keeps_the_positional_call_and_checks_inputs():
-    from components.workloads.models import build_model
+    from batchscale.workloads.models import build_model
 
     model = build_model("fc_8", (4, 4, 1), 3)  # build_model(name, image_shape, num_classes)
     assert model.output_shape == (None, 3) and model.count_params() == dense(16, 8) + dense(8, 3)
@@ -381,7 +381,7 @@ def test_build_model_keeps_the_positional_call_and_checks_inputs():
 
 
 def test_ghost_batch_norm_uses_per_ghost_batch_statistics():
-    from components.workloads.models.ghost_norm import GhostBatchNormalization
+    from batchscale.workloads.models.ghost_norm import GhostBatchNormalization
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 3, 3, 4)) * np.repeat([1.0, 2.0, 3.0, 4.0], 16)[:, None, None, None]

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.train_trial.schedules import OPTIMIZERS
+from batchscale.core.names import OPTIMIZERS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,8 +38,8 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import keras
     import numpy as np
-    from components.train_trial.optimizer import make_optimizer
-    from components.train_trial.schedules import make_keras_schedule
+    from batchscale.training.optimizer import make_optimizer
+    from batchscale.training.schedules import make_keras_schedule
 
     cfg = json.loads(sys.argv[1])
 
@@ -229,7 +229,7 @@ def test_l2_reference_is_the_gradient_of_the_half_squared_norm():
 
 def test_negative_penalty_is_refused():
     pytest.importorskip("keras")
-    from components.train_trial.optimizer import make_optimizer
+    from batchscale.training.optimizer import make_optimizer
 
     with pytest.raises(ValueError, match="l2_penalty must be >= 0"):
         make_optimizer("sgd", 0.1, 0.0, l2_penalty=-1.0)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from components.aggregate.plots import (
+from batchscale.analysis.plots import (
     best_trial_curves_plot,
     budget_label,
     budget_plot,

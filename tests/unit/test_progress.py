@@ -1,8 +1,9 @@
 """Progress lines during a run: done counts, best steps so far, finished trials read once."""
 
-from components.spec import StudySpec, TrialSpec
-from components.store import StudyStore
-from pipelines.progress import ProgressTracker
+from batchscale.core.spec import TrialSpec
+from batchscale.pipelines.progress import ProgressTracker
+from batchscale.store.layout import StudyStore
+from batchscale.validation import parse_spec
 from tests.conftest import tiny_spec_dict
 
 
@@ -15,7 +16,7 @@ def _finish(store, spec, batch_size, trial_id, status, val_errors):
 
 
 def test_progress_counts_and_best_steps(tmp_path):
-    spec = StudySpec.from_dict(tiny_spec_dict(str(tmp_path)))  # batch sizes 16, 128; 2 trials each
+    spec = parse_spec(tiny_spec_dict(str(tmp_path)))  # batch sizes 16, 128; 2 trials each
     store = StudyStore(spec.store)
     tracker = ProgressTracker(spec, store)
     assert tracker.poll().line() == "trials 0/4 done | best steps per batch size 16:- 128:-"

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from components.aggregate.regimes import (
+from batchscale.analysis.regimes import (
     ABOVE,
     BELOW,
     MEASURED,

@@ -4,14 +4,8 @@ import math
 
 import pytest
 
-from components.train_trial.schedules import (
-    OPTIMIZERS,
-    SCHEDULE_OPTIONAL_PARAMETERS,
-    SCHEDULE_PARAMETERS,
-    SCHEDULES,
-    learning_rate_at,
-    make_keras_schedule,
-)
+from batchscale.core.names import OPTIMIZERS, SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS, SCHEDULES
+from batchscale.training.schedules import learning_rate_at, make_keras_schedule
 
 ETA, ALPHA, T = 0.4, 0.25, 100
 DECAY = {"learning_rate": ETA, "end_learning_rate_factor": ALPHA, "decay_steps": T}

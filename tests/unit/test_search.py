@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from components.search.halton import halton_points, primes
-from components.search.trials import make_trials, sample_parameters
-from components.spec import Parameter, StudySpec, default_spec_dict
+from batchscale.core.spec import Parameter
+from batchscale.search.halton import halton_points, primes
+from batchscale.search.trials import make_trials, sample_parameters
+from batchscale.validation import default_spec_dict, parse_spec
 
 
 def test_primes():
@@ -50,7 +51,7 @@ def test_log_and_reverse_log_midpoints():
 
 
 def test_trials_cover_every_batch_size_with_stable_ids_and_fixed_values():
-    spec = StudySpec.from_dict(default_spec_dict())
+    spec = parse_spec(default_spec_dict())
     trials = make_trials(spec)
     assert len(trials) == len(spec.batch_sizes) * spec.trials_per_batch_size
     ids = {(t.batch_size, t.trial_id) for t in trials}
@@ -58,12 +59,12 @@ def test_trials_cover_every_batch_size_with_stable_ids_and_fixed_values():
     assert all(t.parameters["label_smoothing"] == 0.0 for t in trials)
     lrs = [t.parameters["learning_rate"] for t in trials if t.batch_size == spec.batch_sizes[0]]
     assert len(set(lrs)) == spec.trials_per_batch_size  # distinct points
-    grown = StudySpec.from_dict({**default_spec_dict(), "trials_per_batch_size": 20})
+    grown = parse_spec({**default_spec_dict(), "trials_per_batch_size": 20})
     assert sample_parameters(grown, 20)[:6] == sample_parameters(spec, 6)
 
 
 def test_search_spreads_over_log_range():
-    spec = StudySpec.from_dict({**default_spec_dict(), "trials_per_batch_size": 64})
+    spec = parse_spec({**default_spec_dict(), "trials_per_batch_size": 64})
     lrs = np.log([p["learning_rate"] for p in sample_parameters(spec, 64)])
     lo, hi = math.log(0.003), math.log(0.3)
     assert lrs.min() < lo + 0.1 * (hi - lo) and lrs.max() > hi - 0.1 * (hi - lo)
@@ -74,4 +75,4 @@ def test_trials_do_not_depend_on_the_order_of_search_space_keys():
     raw = default_spec_dict()
     reordered = {**raw, "search_space": dict(reversed(list(raw["search_space"].items())))}
     assert list(reordered["search_space"]) != list(raw["search_space"])
-    assert make_trials(StudySpec.from_dict(reordered)) == make_trials(StudySpec.from_dict(raw))
+    assert make_trials(parse_spec(reordered)) == make_trials(parse_spec(raw))

@@ -6,8 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from components.storage import open_root
-from components.workloads.shards import (
+from batchscale.store.filesystem import open_root
+from batchscale.workloads.shards import (
     ShardReader,
     decode_shard,
     encode_shard,

@@ -5,7 +5,8 @@ import copy
 
 import pytest
 
-from components.spec import SpecError, StudySpec, default_spec_dict, load_spec_dict, resolve_spec
+from batchscale.core.spec import SpecError
+from batchscale.validation import default_spec_dict, load_spec_dict, parse_spec, resolve_spec
 
 
 def _floats(x):
@@ -18,16 +19,16 @@ def _floats(x):
 
 
 def test_default_spec_meets_the_quickstart_promise():
-    spec = StudySpec.from_dict(default_spec_dict())
+    spec = parse_spec(default_spec_dict())
     assert spec.workload.dataset == "mnist_5k"
     assert len(spec.batch_sizes) >= 6 and spec.batch_sizes[-1] / spec.batch_sizes[0] >= 2**6
     assert spec.trials_per_batch_size >= 6
 
 
 def test_round_trip_and_protobuf_struct_floats():
-    spec = StudySpec.from_dict(default_spec_dict())
-    assert StudySpec.from_dict(spec.to_dict()) == spec
-    again = StudySpec.from_dict(_floats(spec.to_dict()))
+    spec = parse_spec(default_spec_dict())
+    assert parse_spec(spec.to_dict()) == spec
+    again = parse_spec(_floats(spec.to_dict()))
     assert again == spec and isinstance(again.batch_sizes[0], int)
 
 
@@ -39,10 +40,10 @@ def test_resolve_spec_overrides_store_only_when_given():
 
 def test_fingerprint_ignores_growth_but_not_meaning():
     raw = default_spec_dict()
-    base = StudySpec.from_dict(raw).fingerprint()
+    base = parse_spec(raw).fingerprint()
     grown = {**raw, "trials_per_batch_size": 50, "batch_sizes": [8, 16], "max_steps": 100}
-    assert StudySpec.from_dict(grown).fingerprint() == base
-    assert StudySpec.from_dict({**raw, "seed": 1}).fingerprint() != base
+    assert parse_spec(grown).fingerprint() == base
+    assert parse_spec({**raw, "seed": 1}).fingerprint() != base
 
 
 def _with(path, value):
@@ -73,8 +74,13 @@ BAD_SPECS = [
      "search_space.momentum.max", "< 1"),
     (_with("search_space.learning_rate", {"scale": "cubic", "min": 0.1, "max": 1}),
      "search_space.learning_rate.scale", "linear, log, reverse_log, discrete"),
-    (_with("goals", [{"metric": "average_precision", "value": 0.3}]), "goals[0].metric",
+    (_with("goals", [{"metric": "average_precision", "value": 0.3}]), "goals[0]",
      "allowed: classification_error, cross_entropy_error"),
+    (_with("goals", ["accuracy>0.9"]), "goals[0]", "metric 'accuracy' is not measured here"),
+    (_with("goals", ["classification_error>0.1"]), "goals[0]", "write classification_error<VALUE"),
+    (_with("goals", ["train/classification_error<0.1"]), "goals[0]", "judged on the validation split"),
+    (_with("goals", [{"metric": "classification_error", "value": 0.1, "direction": "maximize"}]),
+     "goals[0]", "improves by falling"),
     (_with("name", "../escape"), "name", "letters, digits"),
     (_with("name", "a/b"), "name", "letters, digits"),
     (_with("name", "datasets"), "name", "not datasets"),
@@ -90,7 +96,7 @@ BAD_SPECS = [
 @pytest.mark.parametrize("raw,field,allowed", BAD_SPECS, ids=[f"{b[1]}-{i}" for i, b in enumerate(BAD_SPECS)])
 def test_bad_spec_is_refused_with_one_line_naming_the_field(raw, field, allowed):
     with pytest.raises(SpecError) as err:
-        StudySpec.from_dict(raw)
+        parse_spec(raw)
     message = str(err.value)
     assert message.startswith(f"{field}:"), message
     assert allowed in message
@@ -100,16 +106,16 @@ def test_bad_spec_is_refused_with_one_line_naming_the_field(raw, field, allowed)
 def test_parameters_must_fit_the_optimizer_and_schedule():
     sgd = _with("workload.optimizer", "sgd")
     with pytest.raises(SpecError, match="^search_space.momentum: optimizer sgd has no momentum"):
-        StudySpec.from_dict(sgd)
+        parse_spec(sgd)
     del sgd["search_space"]["momentum"]
-    assert StudySpec.from_dict(sgd).workload.optimizer == "sgd"
+    assert parse_spec(sgd).workload.optimizer == "sgd"
     with pytest.raises(SpecError, match="^search_space: decay_steps is needed by nesterov_momentum/linear"):
-        StudySpec.from_dict(_with("schedule", "linear"))
+        parse_spec(_with("schedule", "linear"))
 
 
 def test_max_steps_map_must_cover_every_batch_size():
     with pytest.raises(SpecError, match="no budget for batch size 512"):
-        StudySpec.from_dict(_with("max_steps", {8: 10, 16: 10, 32: 10, 64: 10, 128: 10, 256: 10}))
+        parse_spec(_with("max_steps", {8: 10, 16: 10, 32: 10, 64: 10, 128: 10, 256: 10}))
 
 
 def test_spec_file_errors_are_one_line(tmp_path):
@@ -142,18 +148,18 @@ SCHEDULE_FIXED = {
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULE_FIXED))
 def test_every_schedule_takes_its_parameters_plus_warmup_and_l2(schedule):
-    spec = StudySpec.from_dict(_scheduled(schedule, **SCHEDULE_FIXED[schedule]))
+    spec = parse_spec(_scheduled(schedule, **SCHEDULE_FIXED[schedule]))
     assert spec.schedule == schedule
-    spec = StudySpec.from_dict(_scheduled(schedule, **SCHEDULE_FIXED[schedule], warmup_steps=20,
+    spec = parse_spec(_scheduled(schedule, **SCHEDULE_FIXED[schedule], warmup_steps=20,
                                           l2_penalty=5e-4))
     assert spec.fixed["warmup_steps"] == 20 and spec.fixed["l2_penalty"] == 5e-4
-    assert StudySpec.from_dict(_floats(spec.to_dict())) == spec
+    assert parse_spec(_floats(spec.to_dict())) == spec
 
 
 def test_decay_fraction_stands_in_for_decay_steps():
     raw = _scheduled("exponential", end_learning_rate_factor=0.1)
     raw["search_space"]["decay_fraction"] = {"scale": "linear", "min": 0.5, "max": 1.0}
-    spec = StudySpec.from_dict(raw)
+    spec = parse_spec(raw)
     assert not {p.name: p for p in spec.search_space}["decay_fraction"].integer
 
 
@@ -166,12 +172,12 @@ def test_schedule_parameters_can_be_searched_as_integers():
         "warmup_steps": {"scale": "linear", "min": 1, "max": 50},
         "l2_penalty": {"scale": "log", "min": 1e-5, "max": 1e-3},
     })
-    spec = StudySpec.from_dict(raw)
+    spec = parse_spec(raw)
     params = {p.name: p for p in spec.search_space}
     assert params["decay_steps"].integer and params["warmup_steps"].integer
     assert not params["l2_penalty"].integer and not params["end_learning_rate_factor"].integer
     assert isinstance(params["warmup_steps"].from_unit(0.37), int)
-    assert StudySpec.from_dict(_floats(spec.to_dict())) == spec
+    assert parse_spec(_floats(spec.to_dict())) == spec
 
 
 PARAMETER_ERRORS = [
@@ -216,7 +222,7 @@ PARAMETER_ERRORS = [
 @pytest.mark.parametrize("raw,match", PARAMETER_ERRORS, ids=[str(i) for i in range(len(PARAMETER_ERRORS))])
 def test_schedule_parameter_errors_are_one_line(raw, match):
     with pytest.raises(SpecError, match=match) as err:
-        StudySpec.from_dict(raw)
+        parse_spec(raw)
     assert "\n" not in str(err.value)
 
 
@@ -225,10 +231,17 @@ def test_warmup_range_must_end_before_the_shortest_decay():
     raw["fixed"]["end_learning_rate_factor"] = 0.1
     raw["search_space"]["decay_steps"] = {"scale": "discrete", "values": [200, 400]}
     raw["search_space"]["warmup_steps"] = {"scale": "linear", "min": 0, "max": 199}
-    assert StudySpec.from_dict(raw).schedule == "linear"
+    assert parse_spec(raw).schedule == "linear"
     raw["search_space"]["warmup_steps"]["max"] = 200
     with pytest.raises(SpecError, match=r"^search_space.warmup_steps: reaches 200 steps .*as low as 200"):
-        StudySpec.from_dict(raw)
+        parse_spec(raw)
     raw["search_space"]["warmup_steps"]["max"] = 10.5
     with pytest.raises(SpecError, match=r"^search_space.warmup_steps: 10.5 is out of range"):
-        StudySpec.from_dict(raw)
+        parse_spec(raw)
+
+
+def test_goals_in_the_one_goal_syntax_equal_their_mapping_form():
+    as_text = parse_spec(_with("goals", ["val/classification_error<0.08", "cross_entropy_error<0.3"]))
+    as_maps = parse_spec(_with("goals", [{"metric": "classification_error", "value": 0.08},
+                                          {"metric": "cross_entropy_error", "value": 0.3}]))
+    assert as_text == as_maps and as_text.fingerprint() == as_maps.fingerprint()

@@ -5,8 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from components.aggregate.loading import load_study, parse_goal
-from components.aggregate.steps import (
+from batchscale.analysis.steps import (
     all_steps_to_result,
     best_under_budget,
     crossings,
@@ -14,6 +13,8 @@ from components.aggregate.steps import (
     scaling_factor,
     steps_to_result,
 )
+from batchscale.analysis.study_reader import load_study
+from batchscale.core.goals import Goal, parse_goal
 from tests import paper_database as db
 
 
@@ -33,7 +34,7 @@ def _by_batch(table):
 @pytest.mark.parametrize("goal", list(db.ANSWERS))
 @pytest.mark.parametrize("split", ["val", "train"])
 def test_steps_to_result_matches_hand_computed_answers(study, goal, split):
-    table = steps_to_result(study, parse_goal(goal), split)
+    table = steps_to_result(study, parse_goal(goal)[0], split)
     assert _by_batch(table) == db.ANSWERS[goal][split]
     for row in table.itertuples():
         assert {k: getattr(row, k) for k in db.COUNTS[row.batch_size]} == db.COUNTS[row.batch_size]
@@ -41,7 +42,7 @@ def test_steps_to_result_matches_hand_computed_answers(study, goal, split):
 
 
 def test_best_trial_metaparameters_and_effective_learning_rate(study):
-    table = steps_to_result(study, parse_goal("classification_error<0.1")).set_index("batch_size")
+    table = steps_to_result(study, parse_goal("classification_error<0.1")[0]).set_index("batch_size")
     assert table.loc[2, "learning_rate"] == 0.5 and table.loc[2, "momentum"] == 0.99
     assert table.loc[2, "effective_learning_rate"] == pytest.approx(50.0)
     assert table.loc[2, "reached"] == 2  # trials 1 and 2; 5 never gets below 0.1
@@ -56,8 +57,8 @@ def test_all_goals_and_splits_at_once(study):
 
 @pytest.mark.parametrize("goal", list(db.ANSWERS))
 def test_step_and_example_budgets(study, goal):
-    by_steps = steps_to_result(study, parse_goal(goal), step_budget=200)
-    by_examples = steps_to_result(study, parse_goal(goal), example_budget=480)
+    by_steps = steps_to_result(study, parse_goal(goal)[0], step_budget=200)
+    by_examples = steps_to_result(study, parse_goal(goal)[0], example_budget=480)
     assert {b: s for b, (s, _) in _by_batch(by_steps).items()} == db.STEP_BUDGET_200[goal]
     assert {b: s for b, (s, _) in _by_batch(by_examples).items()} == db.EXAMPLE_BUDGET_480[goal]
 
@@ -73,14 +74,14 @@ def test_best_value_under_budgets(study):
 
 
 def test_maximised_goal_and_missing_metric(study):
-    up = steps_to_result(study, parse_goal("classification_error>0.85"))
+    up = steps_to_result(study, Goal("classification_error", 0.85, "maximize"))
     assert _by_batch(up) == {2: (0, 1), 8: (0, 3)}  # every trial starts at 0.9
-    missing = steps_to_result(study, parse_goal("average_precision>0.3"))
+    missing = steps_to_result(study, parse_goal("average_precision>0.3")[0])
     assert missing["steps_to_result"].isna().all() and (missing["reached"] == 0).all()
 
 
 def test_crossings_give_the_evaluation_interval(study):
-    table = crossings(study, parse_goal("classification_error<0.2")).set_index(["batch_size", "trial_id"])
+    table = crossings(study, parse_goal("classification_error<0.2")[0]).set_index(["batch_size", "trial_id"])
     assert set(table.index) == {(2, 1), (2, 2), (2, 5), (8, 3), (8, 7)}  # COMPLETE only
     assert tuple(table.loc[(2, 5)]) == (120.0, 0.0)
     assert tuple(table.loc[(2, 1)]) == (250.0, 100.0)
@@ -94,7 +95,7 @@ def test_counting_infeasible_trials_when_asked(tmp_path):
 
 
 def test_scaling_factor_and_default_budgets(study):
-    table = steps_to_result(study, parse_goal("classification_error<0.2"))
+    table = steps_to_result(study, parse_goal("classification_error<0.2")[0])
     assert scaling_factor(table, "classification_error<0.2") == pytest.approx(120 / 50)
     assert default_budgets(study, "steps") == [16, 64, 256]  # largest evaluated step 400
     assert default_budgets(study, "examples") == [8, 32, 128, 512][1:]  # median(2*400, 8*100)

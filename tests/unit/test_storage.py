@@ -1,4 +1,4 @@
-"""Behaviour of components.storage, run identically on a local folder and on GCS.
+"""Behaviour of batchscale.store.filesystem, run identically on a local folder and on GCS.
 
 The GCS side uses the real google-cloud-storage client against an in-process
 gcp-storage-emulator (see tests/conftest.py); nothing is mocked.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.storage import GCSStorage, LocalStorage, Storage, open_root
+from batchscale.store.filesystem import GCSStorage, LocalStorage, Storage, open_root
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -280,7 +280,7 @@ def test_open_root_malformed(bad):
 def test_import_is_side_effect_free():
     """Importing the module must not pull in the GCS client (slow, optional)."""
     code = (
-        "import sys, components.storage\n"
+        "import sys, batchscale.store.filesystem\n"
         "assert 'google.cloud.storage' not in sys.modules, 'eager GCS import'\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}

@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from components.spec import SpecError, StudySpec, TrialSpec, default_spec_dict
-from components.store import StudyStore, load_trials
+from batchscale.core.spec import SpecError, TrialSpec
+from batchscale.store.layout import StudyStore, load_trials
+from batchscale.validation import default_spec_dict, parse_spec
 
 
 @pytest.fixture(params=["local", "gcs"])
@@ -18,7 +19,7 @@ def root(request, tmp_path):
 
 
 def _spec(root, **changes):
-    return StudySpec.from_dict({**default_spec_dict(), "store": root, **changes})
+    return parse_spec({**default_spec_dict(), "store": root, **changes})
 
 
 def _snapshot(store):
@@ -34,7 +35,7 @@ def test_register_writes_the_paper_layout(root):
     assert study["parameter_configs"]["momentum"]["scale"] == "REVERSE_LOG_SCALE"
     assert study["parameter_configs"]["learning_rate"] == {
         "type": "DOUBLE", "min_value": 0.003, "max_value": 0.3, "scale": "LOG_SCALE"}
-    assert store.read_spec("quickstart") == spec
+    assert parse_spec(store.read_spec_dict("quickstart")) == spec
 
 
 def test_a_different_spec_under_the_same_name_is_refused_and_nothing_changes(root):

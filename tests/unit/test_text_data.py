@@ -15,12 +15,12 @@ import sys
 import numpy as np
 import pytest
 
-from components.store import StudyStore
-from components.workloads import text
-from components.workloads.datasets import get_dataset, open_pipeline
-from components.workloads.defaults import workload_defaults
-from components.workloads.text_pipeline import Ragged
-from components.workloads.tokenizer import EOS_ID, SubwordTokenizer, encode_all
+from batchscale.store.layout import StudyStore
+from batchscale.workloads import text
+from batchscale.workloads.datasets import get_dataset, open_pipeline
+from batchscale.workloads.defaults import workload_defaults
+from batchscale.workloads.text_pipeline import Ragged
+from batchscale.workloads.tokenizer import EOS_ID, SubwordTokenizer, encode_all
 from tests.mock_sources import C4_TINY, CORPUS, LM1B_TINY, english, mock_corpus
 from tests.mock_sources import prepare_text as prepare
 
@@ -63,7 +63,7 @@ def test_registry_entries_and_cheap_import():
         assert info.options["train_length"] == 64
     assert get_dataset("lm1b").split_sizes == {"train": 30_301_028, "validation": 6_075, "test": 6_206}
     assert get_dataset("c4").options["eval_length"] == 476 and "Common Crawl" in get_dataset("c4").description
-    code = ("import sys, components.workloads.datasets; "
+    code = ("import sys, batchscale.workloads.datasets; "
             "assert not any(m.split('.')[0] in ('tensorflow', 'tensorflow_datasets') for m in sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -181,7 +181,7 @@ def test_hand_checked_batch_and_per_token_cross_entropy():
 
 
 def test_shards_read_back_ragged_or_stacked():
-    from components.workloads.shards import encode_shard
+    from batchscale.workloads.shards import encode_shard
 
     ragged = Ragged.from_npz(encode_shard([{"tokens": np.array([2, 3], np.uint16)},
                                            {"tokens": np.array([4], np.uint16)}]))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from components.spec import SpecError, StudySpec, default_spec_dict, shipped_studies
-from components.workloads import DATASETS
-from components.workloads.defaults import WORKLOADS, workload_defaults
+from batchscale.core.spec import SpecError
+from batchscale.validation import default_spec_dict, parse_spec, shipped_studies
+from batchscale.workloads import DATASETS
+from batchscale.workloads.defaults import WORKLOADS, workload_defaults
 
 
 def _minimal(dataset, model, **extra):
@@ -15,7 +16,7 @@ def _minimal(dataset, model, **extra):
 
 @pytest.mark.parametrize("defaults", WORKLOADS, ids=lambda w: w.key)
 def test_every_workload_default_is_a_valid_spec(defaults):
-    spec = StudySpec.from_dict(_minimal(defaults.dataset, defaults.model))
+    spec = parse_spec(_minimal(defaults.dataset, defaults.model))
     assert spec.goals[0].metric == defaults.goal["metric"]
     assert spec.goals[0].value == defaults.goal["value"]
     assert spec.batch_sizes == defaults.batch_sizes
@@ -28,7 +29,7 @@ def test_every_workload_default_is_a_valid_spec(defaults):
 
 def test_budget_shrinks_with_batch_size_within_bounds():
     w = workload_defaults("imagenet", "resnet_50")
-    spec = StudySpec.from_dict(_minimal("imagenet", "resnet_50", batch_sizes=[64, 1024, 65536]))
+    spec = parse_spec(_minimal("imagenet", "resnet_50", batch_sizes=[64, 1024, 65536]))
     steps = [spec.max_steps[b] for b in (64, 1024, 65536)]
     assert steps[0] == w.max_steps  # 90 epochs at batch 64 exceeds the cap
     assert steps[0] > steps[1] > steps[2] >= w.min_steps
@@ -40,7 +41,7 @@ def test_explicit_fields_win_and_a_custom_space_keeps_the_constant_schedule():
     space = {"learning_rate": {"scale": "log", "min": 0.01, "max": 1}}
     raw = _minimal("cifar_10", "resnet_8", search_space=space,
                    fixed={"momentum": 0.9}, goals=[{"metric": "classification_error", "value": 0.4}])
-    spec = StudySpec.from_dict(raw)
+    spec = parse_spec(raw)
     assert spec.schedule == "constant" and spec.goals[0].value == 0.4
     assert [p.name for p in spec.search_space] == ["learning_rate"]
 
@@ -54,7 +55,7 @@ def test_variants_share_their_family_defaults():
 def test_no_defaults_means_the_fields_are_required():
     message = r"^goals: is required \(no workload defaults for digits/simple_cnn_base"
     with pytest.raises(SpecError, match=message):
-        StudySpec.from_dict(_minimal("digits", "simple_cnn_base", batch_sizes=[4],
+        parse_spec(_minimal("digits", "simple_cnn_base", batch_sizes=[4],
                                      search_space={"learning_rate": {"scale": "log", "min": 0.01, "max": 1}},
                                      max_steps=10, fixed={"momentum": 0.9}, workload={
                                          "dataset": "digits", "model": "simple_cnn_base",
@@ -76,20 +77,20 @@ def test_no_defaults_means_the_fields_are_required():
 def test_bad_workloads_get_one_line(workload, message):
     raw = {**_minimal("x", "y"), "workload": workload}
     with pytest.raises(SpecError, match=message) as err:
-        StudySpec.from_dict(raw)
+        parse_spec(raw)
     assert "\n" not in str(err.value)
 
 
 def test_precision_and_options_round_trip_through_a_struct_like_dict():
     raw = _minimal("imagenet", "resnet_50", batch_sizes=[64])
     raw["workload"].update(precision="mixed_bfloat16", options={"image_size": 64.0})  # KFP: ints -> floats
-    spec = StudySpec.from_dict(raw)
+    spec = parse_spec(raw)
     assert spec.workload.options == {"image_size": 64}
-    again = StudySpec.from_dict(spec.to_dict())
+    again = parse_spec(spec.to_dict())
     assert again == spec and again.fingerprint() == spec.fingerprint()
 
 
 def test_shipped_studies_are_valid():
     assert {"quickstart", "toy_resnet8"} <= set(shipped_studies())
     for name in shipped_studies():
-        StudySpec.from_dict(default_spec_dict(name))
+        parse_spec(default_spec_dict(name))

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from components.workloads import DATASETS, check_model_name, get_dataset
+from batchscale.workloads import DATASETS, check_model_name, get_dataset
 
 
 def test_unknown_names_list_what_is_allowed():
@@ -22,7 +22,7 @@ def test_unknown_names_list_what_is_allowed():
 
 def test_registry_import_pulls_in_no_heavy_library():
     heavy = ("tensorflow", "keras", "jax", "mlxtend", "sklearn")
-    code = ("import sys, components.workloads, components.spec; "
+    code = ("import sys, batchscale.workloads, batchscale.core.spec; "
             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -63,7 +63,7 @@ def test_tfds_builders_resolve_and_match_the_registry(name, tfds_name, sizes):
     ("simple_cnn_narrow", 416 + 12_832 + 7 * 7 * 32 * 512 + 512 + 5_130),
 ])
 def test_models_have_the_published_architecture(name, expected):
-    from components.workloads import build_model
+    from batchscale.workloads import build_model
 
     model = build_model(name, (28, 28, 1), 10)
     assert model.count_params() == expected

@@ -1,0 +1,201 @@
+"""The study report: every number and figure of the analysis, for one loaded workload.
+
+``analyse`` computes (no writing): steps to result for every goal on validation and
+training metrics (Figures 1, 2, 12), the regime fit with bootstrap intervals, best
+validation metric under step and example budgets (Figure 11), the optimal metaparameters
+and the learning-rate x momentum scatter (Figures 8, 9, 13, 21, 22), search-space edge
+warnings and per-batch-size trial counts. ``write_report`` puts it under one folder
+(local or gs://): report.html (self-contained), summary.md, summary.json, CSV tables and
+the figures as PNG files. Only those files are written; trials are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from batchscale.analysis import plots, plots_metaparameters
+from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
+from batchscale.analysis.regimes import fit_regimes
+from batchscale.analysis.steps import SPLITS, best_under_budget, crossings, default_budgets, steps_to_result
+from batchscale.analysis.study_reader import Study
+from batchscale.store.filesystem import open_root
+
+REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
+                "budgets.csv", "metaparameters.csv", "trial_counts.csv")
+
+
+def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: int = 1000,
+            seed: int = 0) -> dict:
+    """Every table, fit, warning and figure of the report, as plain Python objects."""
+    steps = pd.concat([steps_to_result(study, goal, split) for split in SPLITS for goal in study.goals],
+                      ignore_index=True)
+    primary = study.goals[0]
+    val = {g.label: steps[(steps["goal"] == g.label) & (steps["split"] == "val")] for g in study.goals}
+    crossed = {g.label: crossings(study, g, "val") for g in study.goals}
+    fits = {label: fit_regimes(table, resamples=resamples, seed=seed) for label, table in crossed.items()}
+    reached = crossed[primary.label].assign(reached=lambda t: t["step"].notna())
+    trials = study.trials.merge(reached[["batch_size", "trial_id", "reached"]],
+                                on=["batch_size", "trial_id"], how="left")
+    trials["reached"] = trials["reached"].astype("boolean").fillna(False).astype(bool)
+    optimal = optimal_metaparameters(val[primary.label])
+    warnings = edge_warnings(trials, val[primary.label], study.search_space)
+    counts = trial_counts(trials)
+    budgets = pd.concat([
+        best_under_budget(study, primary.metric, step_budgets or default_budgets(study, "steps"),
+                          "steps", direction=primary.direction),
+        best_under_budget(study, primary.metric,
+                          example_budgets or default_budgets(study, "examples"), "examples",
+                          direction=primary.direction)], ignore_index=True)
+    notes = [f"{label}: {note}" for label, fit in fits.items() for note in _fit_notes(fit)]
+    figures = _figures(study, steps, val, fits, budgets, optimal, trials)
+    return {"study": study, "steps": steps, "fits": fits, "optimal": optimal,
+            "warnings": warnings, "counts": counts, "budgets": budgets, "trials": trials,
+            "notes": notes, "figures": figures}
+
+
+def _fit_notes(fit) -> list[str]:
+    return list(fit.notes) if fit.fitted else [f"no regime fit: {fit.reason}"]
+
+
+def _figures(study, steps, val, fits, budgets, optimal, trials) -> dict[str, tuple[bytes, str]]:
+    """file name -> (PNG, caption)."""
+    primary = study.goals[0]
+    out = {"steps_to_result.png": (
+        plots.steps_to_result_plot(val, study.title, fits=fits),
+        "Steps to result against batch size (log2-log2), one line per goal; dashed: perfect "
+        "scaling through the smallest batch size; solid band: fit S = S_min(1 + B*/B) with its "
+        "bootstrap interval (Figures 1, 2).")}
+    train = steps[(steps["goal"] == primary.label) & (steps["split"] == "train")]
+    if train["steps_to_result"].notna().any():
+        out["train_vs_val.png"] = (
+            plots.train_vs_val_plot(val[primary.label], train, f"{study.name}: {primary.label}"),
+            "The same goal measured on the training and the validation metric (Figure 12).")
+    for kind in ("steps", "examples"):
+        table = budgets[budgets["kind"] == kind]
+        if table["best_value"].notna().any():
+            out[f"budget_{kind}.png"] = (
+                plots.budget_plot(table, study.name,
+                                  f"validation {primary.metric.replace('_', ' ')}",
+                                  train_examples=study.train_examples),
+                f"Best validation {primary.metric} reached within each {kind[:-1]} budget, "
+                "over all counted trials (Figure 11).")
+    out["optimal_metaparameters.png"] = (
+        plots_metaparameters.optimal_metaparameters_plot(optimal, f"{study.name}: {primary.label}"),
+        "The best trial's learning rate, momentum and effective learning rate η/(1−γ) at each "
+        "batch size, with linear and square-root scaling heuristics from the smallest batch "
+        "size (Figures 8, 21, 22).")
+    out["lr_momentum.png"] = (
+        plots_metaparameters.lr_momentum_scatter(trials, val[primary.label], study.search_space,
+                                                 f"{study.name}: {primary.label}"),
+        "Every trial's learning rate and 1 − momentum per batch size: goal reached, not "
+        "reached, infeasible; dashed lines of constant effective learning rate; star: the "
+        "best trial (Figures 9, 13).")
+    curves = _best_curves(study, val[primary.label])
+    if curves:
+        out["best_trial_curves.png"] = (
+            plots.best_trial_curves_plot(curves, primary.metric, primary.value,
+                                         f"best trial per batch size ({primary.label})"),
+            "Validation metric of each batch size's best trial against step.")
+    return out
+
+
+def _best_curves(study: Study, summary: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    rows = study.measurements
+    curves = {}
+    for r in summary.dropna(subset=["steps_to_result"]).itertuples():
+        trial = rows[(rows["batch_size"] == r.batch_size) & (rows["trial_id"] == r.best_trial)]
+        curves[int(r.batch_size)] = trial.sort_values("step")
+    return curves
+
+
+def summary_json(result: dict) -> dict:
+    """The report's numbers as one JSON document (what summary.json holds)."""
+    study = result["study"]
+
+    def records(frame):
+        return json.loads(frame.to_json(orient="records"))
+
+    return {
+        "study": study.name, "location": study.location, "layout": study.layout,
+        "workload": {"dataset": study.dataset, "model": study.model, "optimizer": study.optimizer},
+        "counted_statuses": list(study.counted), "goals": [g.label for g in study.goals],
+        "steps_to_result": records(result["steps"]),
+        "regimes": {label: fit.to_dict() for label, fit in result["fits"].items()},
+        "optimal_metaparameters": records(result["optimal"]),
+        "budgets": records(result["budgets"]), "trial_counts": records(result["counts"]),
+        "search_space_warnings": result["warnings"], "notes": result["notes"],
+    }
+
+
+def report_location(study: Study) -> str:
+    """Where a study's report goes by default: ``<study>/report`` in its store (ours) or
+    ``<workload>/report`` beside the batch-size folders (the paper's layout)."""
+    if study.spec is not None:
+        return f"{study.spec.store.rstrip('/')}/{study.spec.name}/report"
+    return f"{study.location.rstrip('/')}/report"
+
+
+def write_report(result: dict, out: str | None = None) -> dict:
+    """Write the report files under ``out`` (default report_location); returns their URLs
+    and, under "pages", the HTML and Markdown texts."""
+    from batchscale.analysis.report_pages import report_html, report_markdown
+
+    fs = open_root(out or report_location(result["study"]))
+    doc = summary_json(result)
+    fs.write_text("summary.json", json.dumps(_plain(doc), indent=2, allow_nan=False))
+    fs.write_text("steps_to_result.csv", result["steps"].to_csv(index=False))
+    fs.write_text("budgets.csv", result["budgets"].to_csv(index=False))
+    fs.write_text("metaparameters.csv", result["optimal"].to_csv(index=False))
+    fs.write_text("trial_counts.csv", result["counts"].to_csv(index=False))
+    for name, (png, _caption) in result["figures"].items():
+        fs.write_bytes(name, png)
+    page, markdown = report_html(result), report_markdown(result)
+    fs.write_text("summary.md", markdown)
+    fs.write_text("report.html", page)
+    return {"html": fs.url("report.html"), "markdown": fs.url("summary.md"), "folder": fs.url(""),
+            "pages": {"html": page, "markdown": markdown}}
+
+
+def _plain(value):
+    """JSON-ready: NaN and infinities become null, numpy scalars Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def report_study(location: str, out: str | None = None, goals=None, num_trials: int | None = None,
+                 statuses: tuple[str, ...] = ("COMPLETE",), step_budgets=None, example_budgets=None,
+                 resamples: int = 1000, seed: int = 0) -> tuple[dict, dict]:
+    """Load the study at ``location``, analyse it and write its report; returns (analysis,
+    written URLs). What ``batchscale report`` and the pipeline's aggregate step run."""
+    from batchscale.analysis.study_reader import load_study
+
+    study = load_study(location, goals=goals, num_trials=num_trials, statuses=statuses)
+    result = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed)
+    return result, write_report(result, out)
+
+
+def kfp_metrics(result: dict) -> dict[str, float]:
+    """The headline numbers as flat scalar metrics for the Kubeflow UI's Metrics view."""
+    metrics = {}
+    for row in result["steps"].dropna(subset=["steps_to_result"]).itertuples():
+        metrics[f"{row.split}/{row.goal}/steps_to_result/b{row.batch_size}"] = float(row.steps_to_result)
+    for label, fit in result["fits"].items():
+        if not fit.fitted:
+            continue
+        for name in ("s_min", "b_star", "perfect_scaling_end", "max_useful_batch_size"):
+            est = getattr(fit, name)
+            for part in ("value", "low", "high"):
+                value = float(getattr(est, part))
+                if math.isfinite(value):
+                    metrics[f"val/{label}/{name}" + ("" if part == "value" else f"/{part}")] = value
+    return metrics

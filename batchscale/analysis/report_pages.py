@@ -1,0 +1,113 @@
+"""The report rendered for people: self-contained HTML, a Markdown summary, a terminal table."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from batchscale.analysis import html as h
+
+STEP_COLUMNS = ["batch_size", "steps_to_result", "examples_to_result", "reached", "complete",
+                "infeasible", "best_trial", "learning_rate", "momentum", "effective_learning_rate"]
+
+METHODS = (
+    "Steps to result: per batch size, the earliest evaluation step at which any counted trial "
+    "(status {counted}) strictly beat the goal, ties to the lower trial id, exactly as the "
+    "paper's released analysis computes it. Regimes: S(B) = S_min (1 + B*/B) fitted by least "
+    "squares on log steps to the steps-to-result curve. B* is the critical batch size "
+    "(S = 2 S_min); perfect scaling ends where the local scaling efficiency "
+    "−d log S / d log B = B*/(B + B*) falls to 0.8 (B = B*/4, steps 25% above perfect "
+    "scaling); the maximum useful batch size is where S = 1.1 S_min (B = 10 B*). Intervals: "
+    "{level:.0%} percentile bootstrap over {resamples} resamples of every batch size's trials; "
+    "each resampled crossing is drawn within its evaluation interval, and the best-of-n "
+    "overshoot the bootstrap cannot see is added back from the gaps between the best trials.")
+
+
+def _estimate(est) -> str:
+    if est is None:
+        return "—"
+    text = f"{h.fmt(est.value)} [{h.fmt(est.low)}, {h.fmt(est.high)}]"
+    return text if est.status == "measured" else f"{text} ({est.status})"
+
+
+def regimes_table(fits: dict) -> pd.DataFrame:
+    rows = []
+    for label, fit in fits.items():
+        if not fit.fitted:
+            rows.append({"goal": label, "S_min": "—", "B*": "—", "perfect scaling ends": "—",
+                         "max useful batch size": "—", "fit": fit.reason})
+            continue
+        rows.append({"goal": label, "S_min": _estimate(fit.s_min), "B*": _estimate(fit.b_star),
+                     "perfect scaling ends": _estimate(fit.perfect_scaling_end),
+                     "max useful batch size": _estimate(fit.max_useful_batch_size),
+                     "fit": f"{len(fit.batch_sizes)} batch sizes"})
+    return pd.DataFrame(rows)
+
+
+def _level(result) -> tuple[float, int]:
+    fitted = [f for f in result["fits"].values() if f.fitted]
+    return (fitted[0].level, fitted[0].resamples) if fitted else (0.95, 0)
+
+
+def _methods(study, level: float, resamples: int) -> str:
+    return METHODS.format(counted="/".join(study.counted), level=level, resamples=resamples)
+
+
+def _intro(result) -> str:
+    study = result["study"]
+    per_batch = result["counts"]["trials"]
+    low, high = per_batch.min(), per_batch.max()
+    trials = f"{low}–{high}" if low != high else f"{low}"
+    return (f"{study.dataset} / {study.model} / {study.optimizer}; {len(study.batch_sizes)} batch "
+            f"sizes ({min(study.batch_sizes)}–{max(study.batch_sizes)}), {trials} trials each; "
+            f"goals {', '.join(g.label for g in study.goals)}; counted statuses "
+            f"{'/'.join(study.counted)}; read from {study.location} ({study.layout} layout).")
+
+
+def report_html(result: dict) -> str:
+    study, steps = result["study"], result["steps"]
+    level, resamples = _level(result)
+    body = [f"<h1>{h.esc(study.title)}</h1>", f'<p class="note">{h.esc(_intro(result))}</p>',
+            "<h2>Regimes</h2>", h.table(regimes_table(result["fits"])),
+            "".join(f'<p class="note">{h.esc(n)}</p>' for n in result["notes"])]
+    if result["warnings"]:
+        body += ["<h2>Search-space warnings</h2>", h.warnings([w["message"] for w in result["warnings"]])]
+    body.append("<h2>Figures</h2>")
+    body += [h.figure(png, caption, alt=name) for name, (png, caption) in result["figures"].items()]
+    for split, title in (("val", "Steps to result (validation)"), ("train", "Steps to result (training)")):
+        for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
+            body += [f"<h2>{title}: {h.esc(goal)}</h2>", h.table(group, STEP_COLUMNS)]
+    body += ["<h2>Trials per batch size</h2>", h.table(result["counts"]),
+             "<h2>Optimal metaparameters</h2>", h.table(result["optimal"]),
+             "<h2>Best validation metric under budgets</h2>", h.table(result["budgets"]),
+             "<h2>Methods</h2>",
+             f'<p class="note">{h.esc(_methods(study, level, resamples))}</p>']
+    return h.page(f"batchscale: {study.name}", "\n".join(body))
+
+
+def report_markdown(result: dict) -> str:
+    study, steps = result["study"], result["steps"]
+    level, resamples = _level(result)
+    lines = [f"# {study.title}", "", _intro(result), "", "## Regimes", "",
+             *h.markdown_table(regimes_table(result["fits"])), ""]
+    lines += [f"- {n}" for n in result["notes"]]
+    if result["warnings"]:
+        lines += ["", "## Search-space warnings", "", *[f"- {w['message']}" for w in result["warnings"]]]
+    for split, title in (("val", "validation"), ("train", "training")):
+        for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
+            lines += ["", f"## Steps to result, {title} {goal}", "", *h.markdown_table(group, STEP_COLUMNS)]
+    lines += ["", "## Trials per batch size", "", *h.markdown_table(result["counts"]), "",
+              "## Methods", "", _methods(study, level, resamples), "",
+              "Figures: " + ", ".join(result["figures"]) + " (embedded in report.html).", ""]
+    return "\n".join(lines)
+
+
+def format_table(summary: pd.DataFrame) -> str:
+    """A plain-text table per goal and split, for the terminal."""
+    out = []
+    for (goal, split), group in summary.groupby(["goal", "split"], sort=False):
+        out.append(f"goal {goal} ({split})")
+        rows = [[h.fmt(v) for v in r] for r in group[STEP_COLUMNS].itertuples(index=False)]
+        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(STEP_COLUMNS)]
+        out.append("  ".join(c.rjust(w) for c, w in zip(STEP_COLUMNS, widths)))
+        out += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)

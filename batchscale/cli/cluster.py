@@ -1,0 +1,78 @@
+"""``batchscale upload`` and ``batchscale submit``: the study on a Kubeflow Pipelines cluster.
+
+  batchscale upload [SPEC] --preset P [--images build/images.json] <connection>
+      compile for the preset and make sure KFP holds it (pipeline batchscale-study-<P>,
+      version <study>-<hash>); uploading the same thing again creates nothing
+  batchscale submit [SPEC] --store gs://BUCKET/PREFIX --preset P <connection>
+      upload as above, then start a run in the study's experiment; prints the run's URL
+
+Connection: --host URL or --port-forward, with --token-file or --iap-client-id where the
+cluster needs them (see batchscale.pipelines.kfp_connect). Thin: the work is in kfp_publish.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from batchscale.pipelines import kfp_connect, kfp_publish
+from batchscale.pipelines.gke_settings import KSA_NAME
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    from batchscale.cli.main import _spec_args, add_placement_args
+
+    _spec_args(parser)
+    add_placement_args(parser)  # --preset (choices: the placement presets) and --images
+    kfp_connect.add_connection_args(parser)
+
+
+def cmd_upload(args) -> int:
+    from batchscale.cli.main import build_spec, images_arg, pipeline_store_arg
+
+    spec = build_spec(args)
+    store_root = pipeline_store_arg(args) or (spec.store if spec.store.startswith("gs://") else "")
+    images = images_arg(args)
+    with kfp_connect.connect(args) as (client, ui_base):
+        out = kfp_publish.upload(client, spec, args.preset, images=images, store_root=store_root)
+    what = ("created pipeline and version" if out["pipeline_created"]
+            else "created version" if out["created"] else "already there, nothing created")
+    print(f"pipeline {out['pipeline_name']} ({out['pipeline_id']})")
+    print(f"version {out['version_name']} ({out['version_id']}): {what}")
+    print(f"{ui_base}/#/pipelines/details/{out['pipeline_id']}/version/{out['version_id']}")
+    return 0
+
+
+def cmd_submit(args) -> int:
+    from batchscale.cli.main import build_spec, images_arg
+
+    spec = build_spec(args)
+    kfp_publish.require_gs_store(spec)  # before any connection is made
+    images = images_arg(args)
+    with kfp_connect.connect(args) as (client, ui_base):
+        out = kfp_publish.submit(client, spec, args.preset, images=images, experiment=args.experiment,
+                                 pipeline_root=args.pipeline_root, service_account=args.service_account,
+                                 run_name=args.run_name, ui_base=ui_base)
+    print(f"pipeline {out['pipeline_name']} version {out['version_name']}"
+          f"{' (new)' if out['created'] else ''}; experiment {out['experiment']}"
+          f"{' (new)' if out['experiment_created'] else ''}")
+    print(f"run {out['run_name']} ({out['run_id']}): {out['url']}")
+    return 0
+
+
+def add_cluster_commands(sub) -> None:
+    """Register ``upload`` and ``submit`` on the CLI's subparsers."""
+    up = sub.add_parser("upload", help="upload the study's pipeline to Kubeflow Pipelines (idempotent)")
+    _common(up)
+    up.add_argument("--pipeline-store", metavar="gs://BUCKET/PREFIX",
+                    help="default store_root run parameter (default: the spec's store when gs://)")
+    up.set_defaults(func=cmd_upload)
+    sm = sub.add_parser("submit", help="upload and start a run on Kubeflow Pipelines; prints its URL")
+    _common(sm)
+    run = sm.add_argument_group("run")
+    run.add_argument("--experiment", help="experiment name (default: the study name)")
+    run.add_argument("--pipeline-root", metavar="gs://...",
+                     help="where KFP keeps artifacts (default: <store>/pipeline-root)")
+    run.add_argument("--service-account", default=KSA_NAME,
+                     help="Kubernetes service account of the run's pods (default: batchscale-runner)")
+    run.add_argument("--run-name", help="run name (default: <study>-<UTC time>)")
+    sm.set_defaults(func=cmd_submit)

@@ -1,0 +1,105 @@
+"""``batchscale report``: analyse any study (ours or the paper's layout, local or gs://) and
+write its report; and the summary printed after a local run."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+from batchscale.core.names import STATUSES
+from batchscale.core.spec import SpecError
+
+
+def add_report_command(sub) -> None:
+    rep = sub.add_parser(
+        "report", help="analyse a study and write its report (HTML, Markdown, CSV, JSON)",
+        description="Steps to result for every goal (validation and training), the regime fit "
+                    "with bootstrap intervals, budgets, metaparameter figures and search-space "
+                    "warnings, written to the study's report folder (or --out).")
+    rep.add_argument("study", help="STORE/STUDY (e.g. ./batchscale-store/quickstart, "
+                                   "gs://b/p/study) or a folder in the paper's released layout")
+    rep.add_argument("--goal", action="append", metavar="METRIC<VALUE",
+                     help="goal(s) to analyse, e.g. classification_error<0.3 or "
+                          "average_precision>0.31 (default: the study's, or the paper's Figure 1 goal)")
+    rep.add_argument("--trials", type=int, metavar="N",
+                     help="only the first N trials (lowest ids) of each batch size")
+    rep.add_argument("--statuses", default="COMPLETE", metavar="S[,S]",
+                     help=f"trial statuses that count toward goals, from {','.join(STATUSES)} "
+                          "(default: COMPLETE, as in the paper)")
+    rep.add_argument("--step-budget", type=int, action="append", metavar="STEPS",
+                     help="step budget(s) for the best-metric-under-budget figure (default: 3 powers of 2)")
+    rep.add_argument("--example-budget", type=int, action="append", metavar="EXAMPLES",
+                     help="example budget(s) for the same figure (default: 3 powers of 2)")
+    rep.add_argument("--resamples", type=int, default=1000,
+                     help="bootstrap resamples for the regime intervals (default: 1000)")
+    rep.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    rep.add_argument("--out", help="report folder, local or gs:// (default: the study's report/)")
+    rep.set_defaults(func=cmd_report)
+
+
+def parse_statuses(text: str) -> tuple[str, ...]:
+    statuses = tuple(s.strip().upper() for s in text.split(",") if s.strip())
+    bad = [s for s in statuses if s not in STATUSES]
+    if bad or not statuses:
+        raise SpecError(f"--statuses: {text!r} must be a comma list of {', '.join(STATUSES)}")
+    return statuses
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from batchscale.analysis.report import report_study, summary_json
+
+    if args.resamples < 0:
+        raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
+    result, written = report_study(
+        args.study, out=args.out, goals=args.goal, num_trials=args.trials,
+        statuses=parse_statuses(args.statuses), step_budgets=args.step_budget,
+        example_budgets=args.example_budget, resamples=args.resamples, seed=args.seed)
+    print_summary(result["steps"], summary_json(result), written["html"])
+    return 0
+
+
+def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = None) -> None:
+    """The validation tables, each goal's regimes, warnings and where the report is."""
+    from batchscale.analysis.report_pages import format_table
+
+    print(format_table(steps[steps["split"] == "val"]))
+    for goal, fit in (doc.get("regimes") or {}).items():
+        if not fit.get("fitted"):
+            print(f"{goal}: no regime fit ({fit.get('reason')})")
+            continue
+        print(f"{goal}: " + "; ".join(_estimate_line(name, fit.get(key)) for key, name in (
+            ("s_min", "S_min"), ("b_star", "B*"), ("perfect_scaling_end", "perfect scaling ends"),
+            ("max_useful_batch_size", "max useful batch size"))))
+    for warning in doc.get("search_space_warnings") or []:
+        print(f"warning: {warning['message']}")
+    for note in doc.get("notes") or []:
+        print(f"note: {note}")
+    if elapsed is not None:
+        print(f"wall time {elapsed:.0f}s")
+    print(f"report: {report_url}")
+
+
+def _estimate_line(name: str, est: dict | None) -> str:
+    if not est or est.get("value") is None:
+        return f"{name} —"
+
+    def f(v):
+        return "?" if v is None else f"{v:.4g}"
+
+    status = "" if est.get("status") == "measured" else f" ({est.get('status')})"
+    return f"{name} {f(est['value'])} [{f(est.get('low'))}, {f(est.get('high'))}]{status}"
+
+
+def print_stored_report(spec, store, elapsed: float | None = None) -> int:
+    """After a local run: print what the pipeline's aggregate step wrote to the store."""
+    import pandas as pd
+
+    base = f"{spec.name}/report"
+    if not store.fs.exists(f"{base}/summary.json"):
+        raise FileNotFoundError(f"no report in {store.url(base)}; run `batchscale report "
+                                f"{store.url(spec.name)}` to build it")
+    steps = pd.read_csv(io.StringIO(store.fs.read_text(f"{base}/steps_to_result.csv")))
+    doc = json.loads(store.fs.read_text(f"{base}/summary.json"))
+    print_summary(steps, doc, store.url(f"{base}/report.html"), elapsed)
+    return 0

@@ -1,0 +1,72 @@
+"""The names every layer agrees on: tasks and their metrics, optimizers, schedules and
+their parameters, trial statuses, splits. Plain constants, no imports of the project.
+
+Each name is defined here once; the layers above look their facts up here (the trainer's
+schedules in ``batchscale.training.schedules``, the data sets' tasks in
+``batchscale.workloads``, the analysis' statuses in ``batchscale.analysis``).
+"""
+
+from __future__ import annotations
+
+import math
+
+# ---- tasks and metrics -------------------------------------------------------------
+TASKS = ("classification", "multilabel", "language_model")
+# What a trial of each task measures on each split; measurements.csv holds one column
+# ``<split>/<metric>`` per metric (language models: per-token cross entropy).
+TASK_METRICS = {
+    "classification": ("classification_error", "cross_entropy_error"),
+    "multilabel": ("average_precision", "cross_entropy_error"),
+    "language_model": ("cross_entropy_error",),
+}
+# The metrics a goal may name, and the direction in which each one improves.
+METRIC_DIRECTIONS = {
+    "classification_error": "minimize",
+    "cross_entropy_error": "minimize",
+    "average_precision": "maximize",
+}
+
+# ---- splits ------------------------------------------------------------------------
+DATA_SPLITS = ("train", "validation", "test")  # what a prepared data set holds
+METRIC_SPLITS = ("val", "train")  # the prefixes of measurement columns, validation first
+
+# ---- optimizers and schedules (paper Section 2.2 and Appendix C) ---------------------
+OPTIMIZERS = ("sgd", "momentum", "nesterov_momentum")
+SCHEDULES = (
+    "constant",
+    "linear",
+    "cosine",
+    "exponential_polynomial",
+    "inverse_exponential_polynomial",
+    "exponential",
+    "piecewise_linear",
+)
+_DECAY = ("end_learning_rate_factor", "decay_steps")
+# The metaparameters each schedule needs, besides learning_rate.
+SCHEDULE_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "constant": (),
+    "linear": _DECAY,
+    "cosine": _DECAY,
+    "exponential_polynomial": (*_DECAY, "power"),
+    "inverse_exponential_polynomial": (*_DECAY, "power"),
+    "exponential": _DECAY,
+    "piecewise_linear": (*_DECAY, "decay_events"),
+}
+# Metaparameters each schedule may take but does not need (default: no warm-up).
+SCHEDULE_OPTIONAL_PARAMETERS: dict[str, tuple[str, ...]] = dict.fromkeys(SCHEDULES, ("warmup_steps",))
+# Every metaparameter some schedule reads (learning_rate included).
+ALL_SCHEDULE_PARAMETERS = ("learning_rate", *_DECAY, "power", "decay_events", "warmup_steps")
+
+# ---- trials --------------------------------------------------------------------------
+STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")  # the paper's database's trial statuses
+DONE_STATUSES = ("COMPLETE", "INFEASIBLE")  # a re-run never trains these again
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+BACKENDS = ("jax", "tensorflow")
+
+
+def effective_learning_rate(learning_rate: float, momentum: float | None = 0.0) -> float:
+    """η/(1−γ), the paper's effective learning rate (Section 2.2); γ = 0 for plain SGD
+    (missing or NaN momentum), NaN for γ >= 1."""
+    gamma = 0.0 if momentum is None or (isinstance(momentum, float) and math.isnan(momentum)) else momentum
+    return learning_rate / (1.0 - gamma) if gamma < 1.0 else math.nan

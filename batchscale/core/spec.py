@@ -1,0 +1,197 @@
+"""The study spec: one typed, validated description of a batch-size scaling study.
+
+A study spec travels everywhere: YAML file or CLI flags -> ``StudySpec`` -> plain dict
+across KFP -> ``StudySpec`` again inside each component. ``batchscale.validation.parse_spec``
+is the only door in, and it refuses a bad spec with a ``SpecError`` whose one-line message names
+the field and what is allowed, before anything touches the store. No TensorFlow, Keras
+or kfp import here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+from batchscale.core.errors import SpecError, fail_field  # noqa: F401  (re-exported)
+from batchscale.core.goals import Goal  # noqa: F401  (a StudySpec field's type)
+from batchscale.core.names import BACKENDS, PRECISIONS  # noqa: F401  (spec fields' allowed values)
+
+SCALES = ("linear", "log", "reverse_log", "discrete")
+DIRECTIONS = ("minimize", "maximize")
+STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+RESERVED_NAMES = ("datasets",)
+# Metaparameters the trainer understands, with the values each may take: (lowest,
+# highest, allowed), bounds inclusive unless ``allowed`` says otherwise (see
+# spec_validation._check_value). Which ones a study needs depends on its optimizer and
+# schedule (batchscale.training.schedules.SCHEDULE_PARAMETERS, Appendix C).
+PARAMETER_BOUNDS = {
+    "learning_rate": (0.0, math.inf, "a number > 0"),  # eta_0
+    "momentum": (0.0, 1.0, "a number in [0, 1)"),
+    "label_smoothing": (0.0, 1.0, "a number in [0, 1)"),
+    "l2_penalty": (0.0, math.inf, "a number >= 0"),  # (l2_penalty / 2) ||W||^2 on weight matrices
+    "end_learning_rate_factor": (0.0, 1.0, "a number in (0, 1]"),  # alpha
+    "decay_steps": (1.0, math.inf, "an integer >= 1"),  # T
+    # T as a fraction of each batch size's budget (the trainer rounds it to decay_steps);
+    # an alternative to decay_steps that transfers across batch sizes.
+    "decay_fraction": (0.0, math.inf, "a number > 0"),
+    "power": (0.0, math.inf, "a number > 0"),  # lambda of the (inverse) exponential polynomial
+    "decay_events": (1.0, math.inf, "an integer >= 1"),  # drops of piecewise_linear
+    "warmup_steps": (0.0, math.inf, "an integer >= 0"),  # linear warm-up, any schedule
+}
+# Parameters that only take integer values (searched as INTEGER, rounded to the nearest).
+INTEGER_PARAMETERS = frozenset({"decay_steps", "decay_events", "warmup_steps"})
+
+
+def as_number(field_name, value, integer=False):
+    """``value`` as an int or float, or a SpecError naming the field.
+
+    Integral floats count as integers: KFP passes dict parameters as protobuf Structs,
+    which turn every int (batch sizes, seeds) into a float.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        fail_field(field_name, f"{value!r} is not {'an integer' if integer else 'a finite number'}")
+    if integer:
+        if not float(value).is_integer():
+            fail_field(field_name, f"{value!r} is not an integer")
+        return int(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One searched metaparameter and how a point in [0, 1) maps onto it."""
+
+    name: str
+    scale: str
+    min: float | None = None
+    max: float | None = None
+    values: tuple | None = None
+    integer: bool = False
+
+    def from_unit(self, u: float):
+        if self.scale == "discrete":
+            return self.values[min(int(u * len(self.values)), len(self.values) - 1)]
+        lo, hi = self.min, self.max
+        if self.scale == "linear":
+            value = lo + u * (hi - lo)
+        elif self.scale == "log":
+            value = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
+        else:  # reverse_log: 1 - value on a log scale, dense near max (momentum)
+            value = 1 - math.exp(math.log(1 - hi) + u * (math.log(1 - lo) - math.log(1 - hi)))
+        return int(round(value)) if self.integer else value
+
+    def paper_config(self) -> dict:
+        """This parameter in the paper's study.json ``parameter_configs`` form."""
+        if self.scale == "discrete":
+            return {"type": "DISCRETE", "feasible_points": list(self.values), "scale": ""}
+        return {
+            "type": "INTEGER" if self.integer else "DOUBLE",
+            "min_value": self.min,
+            "max_value": self.max,
+            "scale": {"linear": "LINEAR_SCALE", "log": "LOG_SCALE"}.get(
+                self.scale, "REVERSE_LOG_SCALE"
+            ),
+        }
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is trained: data set, model and optimizer by name, plus how.
+
+    ``precision``: a Keras dtype policy; mixed precision computes in 16 bits but keeps
+    variables and the logits the metrics see in float32, so metrics keep their meaning.
+    ``options``: data-set options (e.g. ImageNet's ``image_size``), each an integer
+    the data set declares.
+    """
+
+    dataset: str
+    model: str
+    optimizer: str
+    precision: str = "float32"
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """When and how trials are evaluated.
+
+    ``resolution``: evaluation steps form a geometric grid, each at most this fraction
+    after the previous, so steps to result is known to within that relative error at
+    any batch size. ``train_examples``: the training metrics are measured on a fixed
+    subset of this many training examples (0 = the whole training split).
+    ``divergence_factor``: a trial is INFEASIBLE once its training cross entropy is
+    non-finite or exceeds this multiple of its value at step 0.
+    """
+
+    resolution: float = 0.05
+    train_examples: int = 1000
+    divergence_factor: float = 10.0
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str
+    store: str
+    workload: Workload
+    batch_sizes: tuple[int, ...]
+    trials_per_batch_size: int
+    search_space: tuple[Parameter, ...]
+    goals: tuple[Goal, ...]
+    max_steps: dict[int, int]
+    fixed: dict = field(default_factory=dict)
+    schedule: str = "constant"
+    evaluation: Evaluation = Evaluation()
+    seed: int = 0
+    backend: str = "jax"
+    parallelism: int = 2
+
+    # ---- conversion -------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain JSON-able dict (the form that crosses KFP and lands in the store)."""
+        d = asdict(self)
+        d["search_space"] = {p.pop("name"): _compact(p) for p in d["search_space"]}
+        d["max_steps"] = {str(b): s for b, s in self.max_steps.items()}
+        return json.loads(json.dumps(d))  # tuples -> lists: plain JSON types only
+
+    def fingerprint(self) -> str:
+        """Hash of what defines the trials' meaning; a study may grow but not change it.
+
+        Batch sizes, trial count, parallelism and store location may differ between
+        runs of one study (to extend it); anything else would mix incompatible trials.
+        """
+        return spec_fingerprint(self.to_dict())
+
+
+def spec_fingerprint(spec_dict: dict) -> str:
+    """``StudySpec.fingerprint`` of a spec in its ``to_dict`` form (as the store keeps it)."""
+    d = json.loads(json.dumps(spec_dict))
+    for key in ("batch_sizes", "trials_per_batch_size", "parallelism", "store"):
+        d.pop(key, None)
+    d["max_steps"] = {}  # budgets may differ per batch size across extensions
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _compact(p: dict) -> dict:
+    """Drop unset fields so a parameter reads as it would be written in YAML."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()
+            if v is not None and v is not False}
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One point of the search at one batch size; ``trial_id`` is stable (1-based)."""
+
+    study: str
+    batch_size: int
+    trial_id: int
+    parameters: dict
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> TrialSpec:
+        return cls(raw["study"], int(raw["batch_size"]), int(raw["trial_id"]), dict(raw["parameters"]))

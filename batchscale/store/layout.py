@@ -1,0 +1,212 @@
+"""The study store: durable, resumable results in the paper's released-database layout.
+
+```
+<root>/<study>/study_spec.json                       our StudySpec (what the study is)
+<root>/<study>/<dataset>/<model>/<optimizer>/<batch_size>/study.json
+<root>/<study>/.../<batch_size>/<trial_id>/metadata.json + measurements.csv
+<root>/<study>/report/                               aggregate's outputs
+<root>/datasets/<name>/<split>.npz + info.json       prepared splits (shared by studies)
+<root>/datasets/<name>/<split>/shard-NNNNN.npz        or streamed shards (large data sets)
+```
+``<root>`` is a local folder or gs://bucket/prefix (see ``batchscale.store.filesystem``). The
+per-batch-size part below ``<study>/`` is exactly the paper's layout, so
+``load_trials`` reads our studies and the paper's released data alike.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+
+from batchscale.core.names import DONE_STATUSES
+from batchscale.core.spec import SpecError, StudySpec, TrialSpec, spec_fingerprint
+from batchscale.store.filesystem import Storage, open_root
+
+NON_STUDY_DIRS = ("report",)
+
+
+class StudyStore:
+    """Reads and writes one store root; every path it builds stays under that root."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.fs: Storage = open_root(root)
+
+    # ---- paths --------------------------------------------------------------------
+    @staticmethod
+    def batch_dir(spec: StudySpec, batch_size: int) -> str:
+        w = spec.workload
+        return f"{spec.name}/{w.dataset}/{w.model}/{w.optimizer}/{batch_size}"
+
+    def trial_dir(self, spec: StudySpec, trial: TrialSpec) -> str:
+        return f"{self.batch_dir(spec, trial.batch_size)}/{trial.trial_id}"
+
+    def url(self, path: str = "") -> str:
+        return self.fs.url(path) if path else self.fs.root
+
+    # ---- study -------------------------------------------------------------------
+    def check_compatible(self, spec: StudySpec) -> None:
+        """Refuse to mix trials of a different spec into an existing study of that name."""
+        path = f"{spec.name}/study_spec.json"
+        if not self.fs.exists(path):
+            return
+        existing = json.loads(self.fs.read_text(path))
+        if spec_fingerprint(existing) != spec.fingerprint():
+            raise SpecError(
+                f"name: study {spec.name!r} already exists in {self.root} with a different "
+                "workload, search space, goals, evaluation or seed; choose another name"
+            )
+
+    def register_study(self, spec: StudySpec) -> None:
+        """Write study_spec.json and each batch size's study.json (the paper's format)."""
+        self.check_compatible(spec)
+        self.fs.write_text(f"{spec.name}/study_spec.json", json.dumps(spec.to_dict(), indent=2))
+        for batch_size in spec.batch_sizes:
+            self.fs.write_text(
+                f"{self.batch_dir(spec, batch_size)}/study.json",
+                json.dumps(paper_study_json(spec, batch_size), indent=2),
+            )
+
+    def read_spec_dict(self, study: str) -> dict:
+        """The study's stored spec as written (``StudySpec.to_dict``); parse it with
+        ``batchscale.validation.parse_spec`` (the store sits below validation)."""
+        path = f"{study}/study_spec.json"
+        if not self.fs.exists(path):
+            raise FileNotFoundError(f"no study {study!r} in {self.root} (missing {path})")
+        return json.loads(self.fs.read_text(path))
+
+    # ---- trials ------------------------------------------------------------------
+    def read_metadata(self, spec: StudySpec, trial: TrialSpec) -> dict | None:
+        path = f"{self.trial_dir(spec, trial)}/metadata.json"
+        return json.loads(self.fs.read_text(path)) if self.fs.exists(path) else None
+
+    def is_done(self, spec: StudySpec, trial: TrialSpec) -> bool:
+        meta = self.read_metadata(spec, trial)
+        return bool(meta) and meta.get("status") in DONE_STATUSES
+
+    def write_metadata(self, spec: StudySpec, trial: TrialSpec, metadata: dict) -> None:
+        self.fs.write_text(f"{self.trial_dir(spec, trial)}/metadata.json",
+                           json.dumps(metadata, indent=2, sort_keys=True))
+
+    def write_measurements(self, spec: StudySpec, trial: TrialSpec, rows: list[dict]) -> None:
+        self.fs.write_text(f"{self.trial_dir(spec, trial)}/measurements.csv",
+                           measurements_csv(rows))
+
+    def read_measurements(self, spec: StudySpec, trial: TrialSpec) -> list[dict]:
+        path = f"{self.trial_dir(spec, trial)}/measurements.csv"
+        return _parse_rows(self.fs.read_text(path)) if self.fs.exists(path) else []
+
+    # ---- datasets ----------------------------------------------------------------
+    def has_dataset(self, name: str) -> bool:
+        return self.fs.exists(f"datasets/{name}/info.json")
+
+    def write_dataset(self, name: str, splits: dict, info: dict) -> None:
+        """Write every split, then info.json last: its presence marks a complete cache."""
+        for split, (images, labels) in splits.items():
+            buffer = io.BytesIO()
+            np.savez(buffer, x=images, y=labels)
+            self.fs.write_bytes(f"datasets/{name}/{split}.npz", buffer.getvalue())
+        self.write_dataset_info(name, info)
+
+    def write_dataset_info(self, name: str, info: dict) -> None:
+        self.fs.write_text(f"datasets/{name}/info.json", json.dumps(info, indent=2))
+
+    def read_dataset_info(self, name: str) -> dict:
+        return json.loads(self.fs.read_text(f"datasets/{name}/info.json"))
+
+    def read_split(self, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+        with np.load(io.BytesIO(self.fs.read_bytes(f"datasets/{name}/{split}.npz"))) as data:
+            return data["x"], data["y"]
+
+
+def paper_study_json(spec: StudySpec, batch_size: int) -> dict:
+    """study.json as in the paper's database, plus our own keys (goals, max_steps)."""
+    return {
+        "batch_size": batch_size,
+        "dataset": spec.workload.dataset,
+        "model": spec.workload.model,
+        "optimizer": spec.workload.optimizer,
+        "early_stopping": False,
+        "train_steps": 0,  # every non-diverged trial counts as COMPLETE
+        "max_steps": spec.max_steps[batch_size],
+        "goals": [g.__dict__ for g in spec.goals],
+        "parameter_configs": {p.name: p.paper_config() for p in spec.search_space},
+    }
+
+
+def measurements_csv(rows: list[dict]) -> str:
+    """The paper's measurements.csv: ``step``, then ``<split>/<metric>`` columns, then wall time."""
+    buffer = io.StringIO()
+    metrics = sorted({k for row in rows for k in row} - {"step", "wall_time"})
+    writer = csv.DictWriter(buffer, fieldnames=["step", *metrics, "wall_time"], extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def study_batch_dirs(fs: Storage, study_path: str) -> list[str]:
+    """Every ``<dataset>/<model>/<optimizer>/<batch_size>`` folder under a study folder.
+
+    ``study_path`` may be one of our studies or the root of the paper's database.
+    """
+    found = []
+    for dataset in fs.list_dirs(study_path):
+        if dataset in NON_STUDY_DIRS:
+            continue
+        for model in fs.list_dirs(f"{study_path}/{dataset}"):
+            for optimizer in fs.list_dirs(f"{study_path}/{dataset}/{model}"):
+                base = f"{study_path}/{dataset}/{model}/{optimizer}"
+                for batch_size in fs.list_dirs(base):
+                    if fs.exists(f"{base}/{batch_size}/study.json"):
+                        found.append(f"{base}/{batch_size}")
+    return found
+
+
+def load_trials(fs: Storage, study_path: str) -> list[dict]:
+    """Every trial under a study folder: its study.json fields, metadata and measurements.
+
+    Returns dicts with keys batch_size, dataset, model, optimizer, trial_id, status,
+    parameters, metadata and measurements (a list of row dicts, floats parsed).
+    Trials without metadata yet are skipped; so are unreadable measurement rows.
+    """
+    trials = []
+    for batch_dir in study_batch_dirs(fs, study_path):
+        study = json.loads(fs.read_text(f"{batch_dir}/study.json"))
+        for trial_id in fs.list_dirs(batch_dir):
+            base = f"{batch_dir}/{trial_id}"
+            if not fs.exists(f"{base}/metadata.json"):
+                continue
+            meta = json.loads(fs.read_text(f"{base}/metadata.json"))
+            rows = []
+            if fs.exists(f"{base}/measurements.csv"):
+                rows = _parse_rows(fs.read_text(f"{base}/measurements.csv"))
+            record = trial_record(int(study["batch_size"]), int(meta.get("trial_id", trial_id)), meta, rows)
+            trials.append({**record, "dataset": study.get("dataset"), "model": study.get("model"),
+                           "optimizer": study.get("optimizer")})
+    trials.sort(key=lambda t: (t["batch_size"], t["trial_id"]))
+    return trials
+
+
+def trial_record(batch_size: int, trial_id: int, metadata: dict, measurements: list[dict]) -> dict:
+    """The dict one trial is read into (what goal detection and aggregation consume)."""
+    return {"batch_size": batch_size, "trial_id": trial_id,
+            "status": metadata.get("status", "INCOMPLETE"),
+            "parameters": metadata.get("parameters", {}), "metadata": metadata,
+            "measurements": measurements}
+
+
+def _parse_rows(text: str) -> list[dict]:
+    rows = []
+    for raw in csv.DictReader(io.StringIO(text)):
+        try:
+            row = {k: float(v) for k, v in raw.items() if k and v not in (None, "")}
+        except ValueError:
+            continue
+        if "step" in row:
+            row["step"] = int(row["step"])
+            rows.append(row)
+    return rows

@@ -1,0 +1,79 @@
+"""Measuring a model during a trial: one measurements.csv row per evaluation.
+
+Each evaluation streams the validation split (and a fixed subset of the training split)
+through the model in fixed-size batches and folds the logits into the task's metric
+accumulators, so evaluating ImageNet or LM1B never holds all logits at once. Batches are
+padded to a multiple of the replica count, so a data-parallel model gets a batch
+every replica can share (a jitted model compiles one shape per distinct batch size).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from batchscale.training.metrics import MetricAccumulator
+
+SPLIT_PREFIX = {"train": "train", "validation": "val"}
+LOGITS_BUDGET = 2 ** 26  # floats of logits per evaluation batch (256 MiB)
+
+
+def eval_batch_size(pipeline, replicas: int = 1) -> int:
+    """Evaluation batch: large for images, small enough for a language model's logits
+    (batch x length x vocabulary) to stay within ``LOGITS_BUDGET``."""
+    if pipeline.task == "language_model":
+        size = max(1, min(256, LOGITS_BUDGET // (512 * max(1, pipeline.num_outputs))))
+    else:
+        size = 1024 if pipeline.in_memory else 256
+    return max(replicas, size - size % replicas)
+
+
+class Evaluator:
+    """Computes the row of one evaluation: ``{"step", "train/<metric>", "val/<metric>", ...}``.
+
+    Training metrics use ``train_examples`` fixed training examples (all when 0): a
+    seeded random subset for in-memory data, the first ones in storage order for
+    streamed data (which is already shuffled at preparation).
+    """
+
+    def __init__(self, model, pipeline, train_examples: int, seed: int, replicas: int = 1):
+        self.model, self.pipeline = model, pipeline
+        self.batch_size = eval_batch_size(pipeline, replicas)
+        self.replicas = replicas
+        self.train_examples = train_examples
+        self.subset = None
+        if pipeline.in_memory:
+            n = pipeline.num_train_examples
+            if train_examples and train_examples < n:
+                rng = np.random.default_rng(seed)
+                self.subset = np.sort(rng.choice(n, train_examples, replace=False))
+
+    def __call__(self, step: int, started: float) -> dict:
+        row = {"step": step}
+        for split, prefix in SPLIT_PREFIX.items():
+            accumulator = MetricAccumulator(self.pipeline.task)
+            for batch in self._batches(split):
+                logits = self._predict(batch[0])
+                accumulator.update(logits, batch[1], batch[2] if len(batch) > 2 else None)
+            for name, value in accumulator.result().items():
+                row[f"{prefix}/{name}"] = value
+        row["wall_time"] = time.time() - started
+        return row
+
+    def _batches(self, split: str):
+        if split == "train" and self.subset is not None:
+            x, y = self.pipeline.arrays("train")
+            for start in range(0, len(self.subset), self.batch_size):
+                chunk = self.subset[start:start + self.batch_size]
+                yield x[chunk], y[chunk]
+            return
+        limit = (self.train_examples or None) if split == "train" else None
+        yield from self.pipeline.eval_batches(split, self.batch_size, limit)
+
+    def _predict(self, x: np.ndarray) -> np.ndarray:
+        n = len(x)
+        pad = -n % self.replicas
+        if pad:  # every replica gets a share; the padding's logits are dropped
+            x = np.concatenate([x, np.zeros((pad, *x.shape[1:]), x.dtype)])
+        return np.asarray(self.model.predict_on_batch(x), dtype=np.float32)[:n]

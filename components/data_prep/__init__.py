@@ -1,1 +1,0 @@
-"""Data preparation: the paper's splits, written once into the store's dataset cache."""

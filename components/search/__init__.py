@@ -1,1 +1,0 @@
-"""Quasi-random metaparameter search (make_trials step)."""

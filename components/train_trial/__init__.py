@@ -1,1 +1,0 @@
-"""Train one trial: model, optimizer, schedule and the training loop."""
