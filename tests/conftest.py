@@ -1,10 +1,24 @@
-"""Shared pytest fixtures for batchscale."""
+"""Shared pytest fixtures for batchscale, and the test tiers.
+
+Tiers by cost, assigned by folder (a test's marker is its folder's name):
+
+- ``unit`` (tests/unit): no subprocess, no network, no emulator, no training beyond a few
+  steps; the whole tier runs in under a minute on a 2-core machine.
+- ``integration`` (tests/integration): the GCS emulator, the KFP REST stand-in, kustomize,
+  hadolint, the headless browser, subprocesses, short trials, KFP components run alone.
+- ``e2e`` (tests/e2e): whole studies through ``batchscale run --local`` (kfp.local).
+
+``pytest -m unit`` runs one tier; the summary at the end of every run prints each tier's
+time (the sum of its tests' setup, call and teardown).
+"""
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections import defaultdict
 from http import HTTPStatus
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +29,41 @@ GCS_TEST_BUCKET = "batchscale-test"
 # Keras picks its backend once, at first import: tests that train in-process use JAX
 # (the trainer's default); the TensorFlow backend is exercised in subprocesses.
 os.environ.setdefault("KERAS_BACKEND", "jax")
+
+TIERS = ("unit", "integration", "e2e")
+_TESTS = Path(__file__).resolve().parent
+_tier_seconds: dict[str, float] = defaultdict(float)
+_tier_counts: dict[str, int] = defaultdict(int)
+
+
+def _tier(path) -> str | None:
+    parts = Path(str(path)).resolve().relative_to(_TESTS).parts
+    return parts[0] if parts and parts[0] in TIERS else None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = _tier(item.path)
+        if tier is None:
+            raise pytest.UsageError(f"{item.nodeid}: every test lives in one of tests/{{{','.join(TIERS)}}}/")
+        item.add_marker(getattr(pytest.mark, tier))
+
+
+def pytest_runtest_logreport(report):
+    tier = _tier(report.fspath)
+    if tier:
+        _tier_seconds[tier] += report.duration
+        _tier_counts[tier] += report.when == "call"
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _tier_counts:
+        return
+    terminalreporter.section("time per tier")
+    for tier in TIERS:
+        if _tier_counts[tier]:
+            terminalreporter.write_line(
+                f"{tier:<12} {_tier_counts[tier]:>4} tests  {_tier_seconds[tier]:7.1f} s")
 
 
 def _patch_generation_preconditions(mp: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,6 @@ schedules in ``batchscale.training.schedules``, the data sets' tasks in
 
 from __future__ import annotations
 
-import math
-
 # ---- tasks and metrics -------------------------------------------------------------
 TASKS = ("classification", "multilabel", "language_model")
 # What a trial of each task measures on each split; measurements.csv holds one column
@@ -65,8 +63,15 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 BACKENDS = ("jax", "tensorflow")
 
 
-def effective_learning_rate(learning_rate: float, momentum: float | None = 0.0) -> float:
-    """η/(1−γ), the paper's effective learning rate (Section 2.2); γ = 0 for plain SGD
-    (missing or NaN momentum), NaN for γ >= 1."""
-    gamma = 0.0 if momentum is None or (isinstance(momentum, float) and math.isnan(momentum)) else momentum
-    return learning_rate / (1.0 - gamma) if gamma < 1.0 else math.nan
+def effective_learning_rate(learning_rate, momentum=0.0):
+    """η/(1−γ), the paper's effective learning rate (Section 2.2).
+
+    Missing momentum (None or NaN) is plain SGD (γ = 0); γ >= 1 gives NaN. Takes numbers
+    (returns a float) or equal-length arrays / pandas Series (returns a float array)."""
+    import numpy as np
+
+    lr = np.asarray(learning_rate, dtype=float)
+    gamma = np.nan_to_num(np.asarray(np.nan if momentum is None else momentum, dtype=float), nan=0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(gamma < 1.0, lr / (1.0 - gamma), np.nan)
+    return float(out) if out.ndim == 0 else out

@@ -18,6 +18,7 @@ import zlib
 import numpy as np
 
 from batchscale.core.goals import all_goals_reached
+from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
@@ -32,11 +33,6 @@ FLUSH_SECONDS = 5.0  # how often measurements reach the store while a trial runs
 def trial_seed(spec: StudySpec, trial: TrialSpec) -> int:
     """A stable per-trial seed: initialisation, dropout and data order depend on it."""
     return zlib.crc32(f"{spec.seed}/{trial.batch_size}/{trial.trial_id}".encode()) & 0x7FFFFFFF
-
-
-def effective_learning_rate(parameters: dict) -> float:
-    """η/(1−γ), the paper's effective learning rate (γ = 0 for plain SGD)."""
-    return parameters["learning_rate"] / (1.0 - parameters.get("momentum", 0.0))
 
 
 def resolve_parameters(parameters: dict, max_steps: int) -> dict:
@@ -77,7 +73,9 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
 
         metadata = {
             "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
-            "effective_learning_rate": effective_learning_rate(params), "status": "INCOMPLETE",
+            "effective_learning_rate": effective_learning_rate(params["learning_rate"],
+                                                               params.get("momentum", 0.0)),
+            "status": "INCOMPLETE",
             "steps": 0, "max_steps": max_steps, "backend": spec.backend,
             "precision": spec.workload.precision, "replicas": replicas,
         }

@@ -52,7 +52,8 @@ def test_unknown_workload_needs_a_goal(root):
                                                    Goal("classification_error", 0.5)])
     assert study.goals == (Goal("classification_error", 0.2), Goal("classification_error", 0.5))
     # A goal on a metric the trials did not measure is refused, naming what they did.
-    with pytest.raises(SpecError, match="metric 'accuracy' is not measured here; allowed: classification_error"):
+    with pytest.raises(SpecError,
+                       match="metric 'accuracy' is not measured here; allowed: classification_error"):
         load_study(str(root / "other"), goals=["accuracy>0.9"])
     with pytest.raises(SpecError, match="metric 'x' is not measured here"):
         load_study(str(root / "other"), goals=[Goal("x", 1.0)])
