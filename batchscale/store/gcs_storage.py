@@ -1,0 +1,107 @@
+"""Storage on Google Cloud Storage: ``gs://bucket/prefix`` through google-cloud-storage.
+
+The client is imported and built only when a gs:// root is opened (local-only users never
+pay for it); ``STORAGE_EMULATOR_HOST`` points it at an emulator (the tests use
+gcp-storage-emulator). Retries are the client's own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from batchscale.store.storage_api import Storage, atomic_local_write, not_found, split_path
+
+
+class GCSStorage(Storage):
+    """Storage rooted at ``gs://bucket/prefix``; objects are named ``prefix/path``.
+
+    GCS object writes are already atomic, so no temp objects are needed.
+    """
+
+    def __init__(self, bucket: str, prefix: str = "") -> None:
+        # Imported here so local-only users never need (or pay for) the GCS client.
+        from google.cloud import storage
+
+        if os.environ.get("STORAGE_EMULATOR_HOST"):
+            # The emulator accepts anything; anonymous creds avoid an ADC lookup.
+            from google.auth.credentials import AnonymousCredentials
+
+            client = storage.Client(project="test", credentials=AnonymousCredentials())
+        else:
+            client = storage.Client()
+        self._client = client
+        self._bucket = client.bucket(bucket)
+        self.bucket_name = bucket
+        self.prefix = "/".join(split_path(prefix, allow_root=True))  # validated, no slashes
+        self.root = f"gs://{bucket}/{self.prefix}" if self.prefix else f"gs://{bucket}"
+
+    def _key(self, path: str, *, allow_root: bool = False) -> str:
+        return "/".join(
+            [*([self.prefix] if self.prefix else []), *split_path(path, allow_root=allow_root)]
+        )
+
+    def _dir_prefix(self, path: str) -> str:
+        """Object-name prefix for listing a directory: '' for the bucket root, else 'k/'."""
+        key = self._key(path, allow_root=True)
+        return f"{key}/" if key else ""
+
+    def url(self, path: str) -> str:
+        key = self._key(path, allow_root=True)
+        return f"gs://{self.bucket_name}/{key}" if key else f"gs://{self.bucket_name}"
+
+    def exists(self, path: str) -> bool:
+        return self._bucket.blob(self._key(path)).exists()
+
+    def read_bytes(self, path: str) -> bytes:
+        from google.api_core.exceptions import NotFound
+
+        try:
+            return self._bucket.blob(self._key(path)).download_as_bytes()
+        except NotFound:
+            raise not_found(self.url(path)) from None
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self._bucket.blob(self._key(path)).upload_from_string(data)
+
+    def write_if_absent(self, path: str, data: bytes) -> bool:
+        """Create-only write via the ``ifGenerationMatch=0`` precondition.
+
+        Caveat (real GCS): the client retries a conditional upload on transient
+        errors, so if a first attempt succeeded but its response was lost, the retry
+        sees 412 and this returns False even though our data was written.
+        """
+        from google.api_core.exceptions import PreconditionFailed
+
+        try:
+            self._bucket.blob(self._key(path)).upload_from_string(data, if_generation_match=0)
+        except PreconditionFailed:
+            return False
+        return True
+
+    def list_dirs(self, path: str) -> list[str]:
+        prefix = self._dir_prefix(path)
+        it = self._client.list_blobs(self._bucket, prefix=prefix, delimiter="/")
+        for _ in it:  # .prefixes is only filled in as pages are consumed
+            pass
+        names = (p[len(prefix) :].rstrip("/") for p in it.prefixes)
+        return sorted(n for n in names if n)
+
+    def list_files(self, path: str, recursive: bool = False) -> list[str]:
+        prefix = self._dir_prefix(path)
+        it = self._client.list_blobs(
+            self._bucket, prefix=prefix, delimiter=None if recursive else "/"
+        )
+        # Names ending in "/" are console-made "folder" placeholders, not files.
+        return sorted(b.name[len(prefix) :] for b in it if not b.name.endswith("/"))
+
+    def download_to(self, path: str, local_file: str) -> None:
+        from google.api_core.exceptions import NotFound
+
+        blob = self._bucket.blob(self._key(path))
+        try:
+            atomic_local_write(os.path.abspath(local_file), blob.download_to_file)
+        except NotFound:
+            raise not_found(self.url(path)) from None
+
+    def upload_from(self, local_file: str, path: str) -> None:
+        self._bucket.blob(self._key(path)).upload_from_filename(local_file)

@@ -1,0 +1,157 @@
+"""The storage interface: relative ``"a/b/c.json"`` paths under a root, and the path rules
+every backend enforces (no absolute paths, no ``..``, nothing escapes the root).
+
+Backends: ``batchscale.store.filesystem.LocalStorage`` (a local folder, atomic writes
+through temp files) and ``batchscale.store.gcs_storage.GCSStorage`` (gs://bucket/prefix);
+``batchscale.store.filesystem.open_root`` picks one for a root.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import errno
+import os
+import re
+import uuid
+from collections.abc import Callable
+from typing import IO
+
+# Prefix of in-flight temp files next to their target; hidden from listings.
+TMP_PREFIX = ".batchscale-tmp-"
+# Loose GCS bucket-name check: lowercase letters, digits, '-', '_', '.'.
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+
+
+def parse_gs_url(url: str) -> tuple[str, str]:
+    """Split ``gs://bucket/prefix`` into (bucket, prefix) or raise a one-line ValueError."""
+    rest = url[len("gs://") :].rstrip("/")
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"malformed GCS root {url!r}: expected gs://BUCKET[/PREFIX]")
+    if not _BUCKET_RE.match(bucket):
+        raise ValueError(f"malformed GCS root {url!r}: invalid bucket name {bucket!r}")
+    try:
+        parts = split_path(prefix, allow_root=True)
+    except ValueError as e:
+        raise ValueError(f"malformed GCS root {url!r}: bad prefix ({e})") from None
+    return bucket, "/".join(parts)
+
+
+def split_path(path: str, *, allow_root: bool = False) -> list[str]:
+    """Validate a relative storage path and return its segments.
+
+    Defence in depth: a study name must never escape the root, so absolute paths,
+    ``..``/``.``/empty segments, backslashes and NUL are rejected outright rather
+    than normalised. With ``allow_root`` (directory arguments) ``""``, ``"."`` and a
+    trailing ``/`` are accepted and ``""``/``"."`` mean the root itself.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"storage path must be str, got {type(path).__name__}")
+    if "\\" in path or "\x00" in path:
+        raise ValueError(f"invalid storage path {path!r}: backslash or NUL not allowed")
+    if path.startswith("/") or os.path.isabs(path):
+        raise ValueError(f"storage path must be relative, got {path!r}")
+    if allow_root:
+        if path in ("", "."):
+            return []
+        path = path.rstrip("/")
+    elif not path:
+        raise ValueError("storage path must not be empty")
+    parts = path.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ValueError(
+                f"invalid storage path {path!r}: empty, '.' or '..' segments not allowed"
+            )
+    return parts
+
+
+def not_found(location: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), location)
+
+
+class Storage(abc.ABC):
+    """Backend-neutral file store; every path is relative to ``root`` with ``/`` separators."""
+
+    root: str
+
+    @abc.abstractmethod
+    def url(self, path: str) -> str:
+        """Human-readable location of ``path`` (for logs and error messages)."""
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool:
+        """True if a file (not a directory) exists at ``path``."""
+
+    @abc.abstractmethod
+    def read_bytes(self, path: str) -> bytes:
+        """Return the file's content; FileNotFoundError if it is missing."""
+
+    def read_text(self, path: str) -> str:
+        """Return the file's content decoded as UTF-8."""
+        return self.read_bytes(path).decode("utf-8")
+
+    @abc.abstractmethod
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Create or replace the file; readers never see a partial write."""
+
+    def write_text(self, path: str, text: str) -> None:
+        """Create or replace the file with ``text`` encoded as UTF-8."""
+        self.write_bytes(path, text.encode("utf-8"))
+
+    @abc.abstractmethod
+    def write_if_absent(self, path: str, data: bytes) -> bool:
+        """Atomically create the file only if missing; True if this call created it."""
+
+    @abc.abstractmethod
+    def list_dirs(self, path: str) -> list[str]:
+        """Sorted names of the immediate sub-directories of ``path``; [] if none."""
+
+    @abc.abstractmethod
+    def list_files(self, path: str, recursive: bool = False) -> list[str]:
+        """Sorted file paths under ``path``, relative to it; [] if none."""
+
+    @abc.abstractmethod
+    def download_to(self, path: str, local_file: str) -> None:
+        """Copy the file at ``path`` to ``local_file`` (parent dirs created)."""
+
+    @abc.abstractmethod
+    def upload_from(self, local_file: str, path: str) -> None:
+        """Copy ``local_file`` into the store at ``path``."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root!r})"
+
+
+def write_temp(dest: str, fill: Callable[[IO[bytes]], None]) -> str:
+    """Write a fsynced temp file next to ``dest`` and return its path.
+
+    Same directory so that os.replace/os.link onto ``dest`` is atomic; created with
+    mode 0o666 (minus umask) so the final file gets normal permissions.
+    """
+    parent, name = os.path.split(dest)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name[:64]}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_local_write(dest: str, fill: Callable[[IO[bytes]], None]) -> None:
+    """Write ``dest`` via temp file + os.replace so it is never seen half-written."""
+    tmp = write_temp(dest, fill)
+    try:
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
