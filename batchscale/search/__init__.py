@@ -1,1 +1,1 @@
-"""TODO"""
+"""Quasi-random search: scrambled Halton points and the trial list of a study."""

@@ -1,1 +1,1 @@
-"""TODO"""
+"""Training one trial: the paper's optimizer and schedules, metrics, evaluation, Keras set-up."""
