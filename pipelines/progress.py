@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
-
-from batchscale.analysis.goal_steps import goal_steps_table
+from batchscale.core.goals import first_step_reaching
 from batchscale.core.names import DONE_STATUSES
 from batchscale.core.spec import StudySpec
 from batchscale.search.trials import make_trials
-from batchscale.store.layout import trial_record
 
 
 @dataclass
@@ -27,8 +24,9 @@ class Progress:
 
 
 class ProgressTracker:
-    """Polls the store for the spec's trials; a finished trial is read and its goals
-    detected once, then only its goal rows are kept.
+    """Polls the store for the spec's trials; a finished trial is read once and only its
+    first validation step beating the study's first goal is kept (``core.goals``' rule,
+    the one steps to result uses).
 
     Each poll reads only the metadata of trials not yet finished, so polling stays cheap
     for studies of hundreds of trials on gs://.
@@ -37,31 +35,29 @@ class ProgressTracker:
     def __init__(self, spec: StudySpec, store):
         self.spec, self.store = spec, store
         self.pending = make_trials(spec)
-        self.goal_tables: list[pd.DataFrame] = []  # one per finished trial
+        self.done = 0
         self.infeasible = 0
+        self.best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)  # steps to result so far
 
     def poll(self) -> Progress:
         still = []
         for trial in self.pending:
             meta = self.store.read_metadata(self.spec, trial)
             if meta and meta.get("status") in DONE_STATUSES:
-                rows = self.store.read_measurements(self.spec, trial)
-                record = trial_record(trial.batch_size, trial.trial_id, meta, rows)
-                self.goal_tables.append(goal_steps_table(self.spec, [record]))
+                self.done += 1
                 self.infeasible += meta["status"] == "INFEASIBLE"
+                if meta["status"] == "COMPLETE":  # only COMPLETE trials count toward a goal
+                    self._reached(trial.batch_size, self.store.read_measurements(self.spec, trial))
             else:
                 still.append(trial)
         self.pending = still
         return self.progress()
 
+    def _reached(self, batch_size: int, rows: list[dict]) -> None:
+        step = first_step_reaching(rows, self.spec.goals[0], "val")
+        best = self.best.get(batch_size)
+        if step is not None and (best is None or step < best):
+            self.best[batch_size] = step
+
     def progress(self) -> Progress:
-        spec = self.spec
-        best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)
-        if self.goal_tables:
-            table = pd.concat(self.goal_tables, ignore_index=True)
-            reached = table[(table["split"] == "val") & (table["goal"] == spec.goals[0].label)
-                            & (table["status"] == "COMPLETE")].dropna(subset=["step"])
-            for batch_size, step in reached.groupby("batch_size")["step"].min().items():
-                best[int(batch_size)] = int(step)  # steps to result so far
-        done = len(self.goal_tables)
-        return Progress(done, done + len(self.pending), self.infeasible, best)
+        return Progress(self.done, self.done + len(self.pending), self.infeasible, dict(self.best))

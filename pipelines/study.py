@@ -1,5 +1,9 @@
-"""The study pipeline: prepare_data -> make_trials -> ParallelFor(train_trial) ->
-detect_goals -> aggregate.
+"""The study pipeline: prepare_data -> make_trials -> ParallelFor(train_trial) -> aggregate.
+
+``aggregate`` runs once every trial of the loop has finished (it takes their collected
+statuses) and reads the store: goal detection is folded into it, so per-trial goal steps
+(report/goal_steps.csv), steps to result, regimes and the report come from one read of the
+study, and it hands the Kubeflow UI the report (HTML), its summary (Markdown) and Metrics.
 
 ``build_pipeline`` makes the @dsl.pipeline for a given default spec and placement
 preset: its parameters default to that spec, so a run started from the Kubeflow UI as is
@@ -11,7 +15,6 @@ one compiled pipeline per preset, named ``batchscale-study-<preset>``.
 from kfp import dsl
 
 from batchscale.components.aggregate import aggregate
-from batchscale.components.detect_goals import detect_goals
 from batchscale.components.make_trials import make_trials
 from batchscale.components.prepare_data import prepare_data
 from batchscale.components.train_trial import train_trial
@@ -53,10 +56,8 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cpu",
         with dsl.ParallelFor(trials.output, parallelism=spec.parallelism) as trial:
             trained = train_trial(study_spec=study_spec, trial=trial, store_root=store_root)
             place(trained, trainer, trainer_image).set_display_name("train-trial")
-        goals = light(detect_goals(study_spec=study_spec, store_root=store_root,
-                                   statuses=dsl.Collected(trained.output)))
         light(aggregate(study_spec=study_spec, store_root=store_root,
-                        goal_steps_location=goals.outputs["Output"]))
+                        statuses=dsl.Collected(trained.output)))
 
     return study_pipeline
 

@@ -1,52 +1,59 @@
-"""detect_goals: for every trial of a study and every goal, the first step reaching it."""
+"""The per-trial goal table: for every trial, goal and split, the first step that beats the goal.
+
+Computed from the one study reader (``study_reader.load_study``) with the one goal rule
+(``Goal.beats``, through ``steps.first_crossings``), over every loaded trial whatever its
+status, so a reader sees which trials got there and when, diverged ones included. The
+report writes it as ``goal_steps.csv``; the results API serves it as ``goal_steps()``.
+"""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from batchscale.core.goals import first_step_reaching
-from batchscale.core.names import METRIC_SPLITS
-from batchscale.core.spec import StudySpec
-from batchscale.store.layout import StudyStore, load_trials
+from batchscale.analysis.steps import first_crossings
+from batchscale.analysis.study_reader import KEYS, Study
+from batchscale.core.names import METRIC_SPLITS, effective_learning_rate
 
-GOAL_STEPS_FILE = "report/goal_steps.csv"
-
-
-def detect_trial_goals(rows: list[dict], goals) -> list[dict]:
-    """One record per (goal, split): the step the trial first reached it, or None."""
-    return [
-        {"goal": goal.label, "metric": goal.metric, "value": goal.value,
-         "direction": goal.direction, "split": split,
-         "step": first_step_reaching(rows, goal, split)}
-        for goal in goals
-        for split in METRIC_SPLITS
-    ]
+GOAL_STEPS_FILE = "goal_steps.csv"  # in the report folder, <study>/report/
+GOAL_STEP_COLUMNS = ["batch_size", "trial_id", "status", "goal", "metric", "value", "direction",
+                     "split", "step", "steps_run", "learning_rate", "momentum",
+                     "effective_learning_rate", "parameters"]
 
 
-def goal_steps_table(spec: StudySpec, trials: list[dict]) -> pd.DataFrame:
-    """One row per (trial, goal, split): status, metaparameters and the step (NaN if never)."""
-    records = []
-    for trial in trials:
-        params = trial["parameters"]
-        for hit in detect_trial_goals(trial["measurements"], spec.goals):
-            records.append({
-                "batch_size": trial["batch_size"], "trial_id": trial["trial_id"],
-                "status": trial["status"], **hit,
-                "steps_run": trial["metadata"].get("steps"),
-                "learning_rate": params.get("learning_rate"),
-                "momentum": params.get("momentum", 0.0),
-                "effective_learning_rate": trial["metadata"].get("effective_learning_rate"),
-                "parameters": params,
-            })
-    columns = ["batch_size", "trial_id", "status", "goal", "metric", "value", "direction",
-               "split", "step", "steps_run", "learning_rate", "momentum",
-               "effective_learning_rate", "parameters"]
-    return pd.DataFrame.from_records(records, columns=columns)
+def goal_steps_table(study: Study) -> pd.DataFrame:
+    """One row per (trial, goal, split), trials in (batch size, id) order: status, the goal,
+    the step (NaN if never reached), the steps the trial ran, its learning rate, momentum
+    (0 without one), effective learning rate η/(1−γ) and all its metaparameters as a dict."""
+    trials = study.trials
+    hits = []
+    for g, goal in enumerate(study.goals):
+        for s, split in enumerate(METRIC_SPLITS):
+            hit = first_crossings(trials, study.measurements, goal, split)[[*KEYS, "step"]]
+            hits.append(hit.assign(_order=g * len(METRIC_SPLITS) + s, goal=goal.label,
+                                   metric=goal.metric, value=goal.value,
+                                   direction=goal.direction, split=split))
+    if not hits or trials.empty:
+        return pd.DataFrame(columns=GOAL_STEP_COLUMNS)
+    info = trials[[*KEYS, "status"]].assign(
+        steps_run=trials["steps"], learning_rate=_column(trials, "learning_rate", math.nan),
+        momentum=_column(trials, "momentum", 0.0), parameters=_parameters(trials, study.metaparameters))
+    info["effective_learning_rate"] = effective_learning_rate(info["learning_rate"], info["momentum"])
+    table = info.merge(pd.concat(hits, ignore_index=True), on=KEYS)
+    return table.sort_values([*KEYS, "_order"], ignore_index=True)[GOAL_STEP_COLUMNS]
 
 
-def detect_study_goals(spec: StudySpec, store: StudyStore) -> pd.DataFrame:
-    """Read every trial of the study, detect its goals, write report/goal_steps.csv."""
-    trials = load_trials(store.fs, spec.name)
-    table = goal_steps_table(spec, trials)
-    store.fs.write_text(f"{spec.name}/{GOAL_STEPS_FILE}", table.to_csv(index=False))
-    return table
+def _column(trials: pd.DataFrame, name: str, missing: float) -> pd.Series:
+    if name not in trials:
+        return pd.Series(missing, index=trials.index, dtype=float)
+    return pd.to_numeric(trials[name], errors="coerce").fillna(missing)
+
+
+def _parameters(trials: pd.DataFrame, names: list[str]) -> list[dict]:
+    """Each trial's metaparameters as metadata.json holds them (missing ones left out)."""
+    out = []
+    for row in trials[names].itertuples(index=False):
+        values = {n: v.item() if hasattr(v, "item") else v for n, v in zip(names, row)}
+        out.append({n: v for n, v in values.items() if not (isinstance(v, float) and math.isnan(v))})
+    return out

@@ -21,6 +21,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from batchscale.core.names import effective_learning_rate
+
 HEURISTIC_PARAMETERS = ("learning_rate", "effective_learning_rate")
 OPTIMAL_COLUMNS = [
     "batch_size", "best_trial", "steps_to_result", "learning_rate", "momentum",
@@ -35,15 +37,6 @@ COUNT_COLUMNS = [
 def _missing(value) -> bool:
     """None, NaN and pandas' NA all mean 'no value' (best_trial is None or NaN by origin)."""
     return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
-
-
-def effective_learning_rate(learning_rate, momentum) -> np.ndarray:
-    """η/(1−γ) (paper Section 2.2); missing momentum is plain SGD (γ = 0), γ ≥ 1 is NaN."""
-    lr = pd.to_numeric(pd.Series(learning_rate), errors="coerce").to_numpy(dtype=float)
-    gamma = pd.to_numeric(pd.Series(momentum), errors="coerce").to_numpy(dtype=float)
-    gamma = np.nan_to_num(gamma, nan=0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(gamma < 1.0, lr / (1.0 - gamma), np.nan)
 
 
 def optimal_metaparameters(summary: pd.DataFrame) -> pd.DataFrame:

@@ -1,37 +1,67 @@
 """The study report: every number and figure of the analysis, for one loaded workload.
 
-``analyse`` computes (no writing): steps to result for every goal on validation and
-training metrics (Figures 1, 2, 12), the regime fit with bootstrap intervals, best
-validation metric under step and example budgets (Figure 11), the optimal metaparameters
-and the learning-rate x momentum scatter (Figures 8, 9, 13, 21, 22), search-space edge
-warnings and per-batch-size trial counts. ``write_report`` puts it under one folder
-(local or gs://): report.html (self-contained), summary.md, summary.json, CSV tables and
-the figures as PNG files. Only those files are written; trials are never touched.
+``analyse`` computes (no writing) an ``Analysis``: steps to result for every goal on
+validation and training metrics (Figures 1, 2, 12), the regime fit with bootstrap
+intervals, best validation metric under step and example budgets (Figure 11), the optimal
+metaparameters and the learning-rate x momentum scatter (Figures 8, 9, 13, 21, 22),
+search-space edge warnings, per-batch-size trial counts and the per-trial goal table.
+``write_report`` puts it under one folder (local or gs://): report.html (self-contained),
+summary.md, summary.json, CSV tables (goal_steps.csv among them) and the figures as PNG
+files. Only those files are written; trials are never touched. ``report_study`` does both
+for ``batchscale report`` and the pipeline's aggregate step.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
 from batchscale.analysis import plots, plots_metaparameters
+from batchscale.analysis.goal_steps import GOAL_STEPS_FILE, goal_steps_table
 from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
-from batchscale.analysis.regimes import fit_regimes
-from batchscale.analysis.steps import SPLITS, best_under_budget, crossings, default_budgets, steps_to_result
-from batchscale.analysis.study_reader import Study
+from batchscale.analysis.regimes import RegimeFit, fit_regimes
+from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
+from batchscale.analysis.study_reader import Study, load_study
 from batchscale.store.filesystem import open_root
 
 REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
-                "budgets.csv", "metaparameters.csv", "trial_counts.csv")
+                "budgets.csv", "metaparameters.csv", "trial_counts.csv", GOAL_STEPS_FILE)
+
+
+@dataclass
+class Analysis:
+    """Everything the report shows, for one study (what ``analyse`` returns).
+
+    ``steps``: steps to result per goal, split and batch size (``steps.SUMMARY_COLUMNS``);
+    ``fits``: goal label -> regime fit on the validation metric; ``optimal``: the best
+    trial's metaparameters per batch size with the scaling heuristics (first goal);
+    ``warnings``: search-space edge warnings (dicts as summary.json holds them, each with a
+    ``message``); ``counts``: trials per batch size; ``budgets``: best validation metric
+    under step and example budgets; ``trials``: ``study.trials`` with a ``reached`` flag
+    (first goal); ``notes``: caveats of the fits; ``figures``: file name -> (PNG, caption);
+    ``goal_steps``: the per-trial goal table (``goal_steps.goal_steps_table``).
+    """
+
+    study: Study
+    steps: pd.DataFrame
+    fits: dict[str, RegimeFit]
+    optimal: pd.DataFrame
+    warnings: list[dict]
+    counts: pd.DataFrame
+    budgets: pd.DataFrame
+    trials: pd.DataFrame
+    notes: list[str]
+    figures: dict[str, tuple[bytes, str]]
+    goal_steps: pd.DataFrame
 
 
 def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: int = 1000,
-            seed: int = 0) -> dict:
-    """Every table, fit, warning and figure of the report, as plain Python objects."""
-    steps = pd.concat([steps_to_result(study, goal, split) for split in SPLITS for goal in study.goals],
-                      ignore_index=True)
+            seed: int = 0) -> Analysis:
+    """Every table, fit, warning and figure of the report (see ``Analysis``)."""
+    steps = all_steps_to_result(study)
     primary = study.goals[0]
     val = {g.label: steps[(steps["goal"] == g.label) & (steps["split"] == "val")] for g in study.goals}
     crossed = {g.label: crossings(study, g, "val") for g in study.goals}
@@ -51,9 +81,9 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                           direction=primary.direction)], ignore_index=True)
     notes = [f"{label}: {note}" for label, fit in fits.items() for note in _fit_notes(fit)]
     figures = _figures(study, steps, val, fits, budgets, optimal, trials)
-    return {"study": study, "steps": steps, "fits": fits, "optimal": optimal,
-            "warnings": warnings, "counts": counts, "budgets": budgets, "trials": trials,
-            "notes": notes, "figures": figures}
+    return Analysis(study=study, steps=steps, fits=fits, optimal=optimal, warnings=warnings,
+                    counts=counts, budgets=budgets, trials=trials, notes=notes, figures=figures,
+                    goal_steps=goal_steps_table(study))
 
 
 def _fit_notes(fit) -> list[str]:
@@ -111,9 +141,9 @@ def _best_curves(study: Study, summary: pd.DataFrame) -> dict[int, pd.DataFrame]
     return curves
 
 
-def summary_json(result: dict) -> dict:
+def summary_json(analysis: Analysis) -> dict:
     """The report's numbers as one JSON document (what summary.json holds)."""
-    study = result["study"]
+    study = analysis.study
 
     def records(frame):
         return json.loads(frame.to_json(orient="records"))
@@ -122,11 +152,11 @@ def summary_json(result: dict) -> dict:
         "study": study.name, "location": study.location, "layout": study.layout,
         "workload": {"dataset": study.dataset, "model": study.model, "optimizer": study.optimizer},
         "counted_statuses": list(study.counted), "goals": [g.label for g in study.goals],
-        "steps_to_result": records(result["steps"]),
-        "regimes": {label: fit.to_dict() for label, fit in result["fits"].items()},
-        "optimal_metaparameters": records(result["optimal"]),
-        "budgets": records(result["budgets"]), "trial_counts": records(result["counts"]),
-        "search_space_warnings": result["warnings"], "notes": result["notes"],
+        "steps_to_result": records(analysis.steps),
+        "regimes": {label: fit.to_dict() for label, fit in analysis.fits.items()},
+        "optimal_metaparameters": records(analysis.optimal),
+        "budgets": records(analysis.budgets), "trial_counts": records(analysis.counts),
+        "search_space_warnings": analysis.warnings, "notes": analysis.notes,
     }
 
 
@@ -138,24 +168,26 @@ def report_location(study: Study) -> str:
     return f"{study.location.rstrip('/')}/report"
 
 
-def write_report(result: dict, out: str | None = None) -> dict:
+def write_report(analysis: Analysis, out: str | None = None) -> dict:
     """Write the report files under ``out`` (default report_location); returns their URLs
-    and, under "pages", the HTML and Markdown texts."""
+    (html, markdown, goal_steps, folder) and, under "pages", the HTML and Markdown texts."""
     from batchscale.analysis.report_pages import report_html, report_markdown
 
-    fs = open_root(out or report_location(result["study"]))
-    doc = summary_json(result)
+    fs = open_root(out or report_location(analysis.study))
+    doc = summary_json(analysis)
     fs.write_text("summary.json", json.dumps(_plain(doc), indent=2, allow_nan=False))
-    fs.write_text("steps_to_result.csv", result["steps"].to_csv(index=False))
-    fs.write_text("budgets.csv", result["budgets"].to_csv(index=False))
-    fs.write_text("metaparameters.csv", result["optimal"].to_csv(index=False))
-    fs.write_text("trial_counts.csv", result["counts"].to_csv(index=False))
-    for name, (png, _caption) in result["figures"].items():
+    fs.write_text("steps_to_result.csv", analysis.steps.to_csv(index=False))
+    fs.write_text("budgets.csv", analysis.budgets.to_csv(index=False))
+    fs.write_text("metaparameters.csv", analysis.optimal.to_csv(index=False))
+    fs.write_text("trial_counts.csv", analysis.counts.to_csv(index=False))
+    fs.write_text(GOAL_STEPS_FILE, analysis.goal_steps.to_csv(index=False))
+    for name, (png, _caption) in analysis.figures.items():
         fs.write_bytes(name, png)
-    page, markdown = report_html(result), report_markdown(result)
+    page, markdown = report_html(analysis), report_markdown(analysis)
     fs.write_text("summary.md", markdown)
     fs.write_text("report.html", page)
-    return {"html": fs.url("report.html"), "markdown": fs.url("summary.md"), "folder": fs.url(""),
+    return {"html": fs.url("report.html"), "markdown": fs.url("summary.md"),
+            "goal_steps": fs.url(GOAL_STEPS_FILE), "folder": fs.url(""),
             "pages": {"html": page, "markdown": markdown}}
 
 
@@ -174,22 +206,20 @@ def _plain(value):
 
 def report_study(location: str, out: str | None = None, goals=None, num_trials: int | None = None,
                  statuses: tuple[str, ...] = ("COMPLETE",), step_budgets=None, example_budgets=None,
-                 resamples: int = 1000, seed: int = 0) -> tuple[dict, dict]:
+                 resamples: int = 1000, seed: int = 0) -> tuple[Analysis, dict]:
     """Load the study at ``location``, analyse it and write its report; returns (analysis,
     written URLs). What ``batchscale report`` and the pipeline's aggregate step run."""
-    from batchscale.analysis.study_reader import load_study
-
     study = load_study(location, goals=goals, num_trials=num_trials, statuses=statuses)
-    result = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed)
-    return result, write_report(result, out)
+    analysis = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed)
+    return analysis, write_report(analysis, out)
 
 
-def kfp_metrics(result: dict) -> dict[str, float]:
+def kfp_metrics(analysis: Analysis) -> dict[str, float]:
     """The headline numbers as flat scalar metrics for the Kubeflow UI's Metrics view."""
     metrics = {}
-    for row in result["steps"].dropna(subset=["steps_to_result"]).itertuples():
+    for row in analysis.steps.dropna(subset=["steps_to_result"]).itertuples():
         metrics[f"{row.split}/{row.goal}/steps_to_result/b{row.batch_size}"] = float(row.steps_to_result)
-    for label, fit in result["fits"].items():
+    for label, fit in analysis.fits.items():
         if not fit.fitted:
             continue
         for name in ("s_min", "b_star", "perfect_scaling_end", "max_useful_batch_size"):

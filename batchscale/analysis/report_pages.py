@@ -1,4 +1,8 @@
-"""The report rendered for people: self-contained HTML, a Markdown summary, a terminal table."""
+"""The report rendered for people: self-contained HTML, a Markdown summary, a terminal table.
+
+The pages take a ``report.Analysis`` (not imported here: ``report`` imports this module to
+write them) and read only its fields.
+"""
 
 from __future__ import annotations
 
@@ -43,8 +47,8 @@ def regimes_table(fits: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _level(result) -> tuple[float, int]:
-    fitted = [f for f in result["fits"].values() if f.fitted]
+def _level(analysis) -> tuple[float, int]:
+    fitted = [f for f in analysis.fits.values() if f.fitted]
     return (fitted[0].level, fitted[0].resamples) if fitted else (0.95, 0)
 
 
@@ -52,9 +56,9 @@ def _methods(study, level: float, resamples: int) -> str:
     return METHODS.format(counted="/".join(study.counted), level=level, resamples=resamples)
 
 
-def _intro(result) -> str:
-    study = result["study"]
-    per_batch = result["counts"]["trials"]
+def _intro(analysis) -> str:
+    study = analysis.study
+    per_batch = analysis.counts["trials"]
     low, high = per_batch.min(), per_batch.max()
     trials = f"{low}–{high}" if low != high else f"{low}"
     return (f"{study.dataset} / {study.model} / {study.optimizer}; {len(study.batch_sizes)} batch "
@@ -63,41 +67,41 @@ def _intro(result) -> str:
             f"{'/'.join(study.counted)}; read from {study.location} ({study.layout} layout).")
 
 
-def report_html(result: dict) -> str:
-    study, steps = result["study"], result["steps"]
-    level, resamples = _level(result)
-    body = [f"<h1>{h.esc(study.title)}</h1>", f'<p class="note">{h.esc(_intro(result))}</p>',
-            "<h2>Regimes</h2>", h.table(regimes_table(result["fits"])),
-            "".join(f'<p class="note">{h.esc(n)}</p>' for n in result["notes"])]
-    if result["warnings"]:
-        body += ["<h2>Search-space warnings</h2>", h.warnings([w["message"] for w in result["warnings"]])]
+def report_html(analysis) -> str:
+    study, steps = analysis.study, analysis.steps
+    level, resamples = _level(analysis)
+    body = [f"<h1>{h.esc(study.title)}</h1>", f'<p class="note">{h.esc(_intro(analysis))}</p>',
+            "<h2>Regimes</h2>", h.table(regimes_table(analysis.fits)),
+            "".join(f'<p class="note">{h.esc(n)}</p>' for n in analysis.notes)]
+    if analysis.warnings:
+        body += ["<h2>Search-space warnings</h2>", h.warnings([w["message"] for w in analysis.warnings])]
     body.append("<h2>Figures</h2>")
-    body += [h.figure(png, caption, alt=name) for name, (png, caption) in result["figures"].items()]
+    body += [h.figure(png, caption, alt=name) for name, (png, caption) in analysis.figures.items()]
     for split, title in (("val", "Steps to result (validation)"), ("train", "Steps to result (training)")):
         for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
             body += [f"<h2>{title}: {h.esc(goal)}</h2>", h.table(group, STEP_COLUMNS)]
-    body += ["<h2>Trials per batch size</h2>", h.table(result["counts"]),
-             "<h2>Optimal metaparameters</h2>", h.table(result["optimal"]),
-             "<h2>Best validation metric under budgets</h2>", h.table(result["budgets"]),
+    body += ["<h2>Trials per batch size</h2>", h.table(analysis.counts),
+             "<h2>Optimal metaparameters</h2>", h.table(analysis.optimal),
+             "<h2>Best validation metric under budgets</h2>", h.table(analysis.budgets),
              "<h2>Methods</h2>",
              f'<p class="note">{h.esc(_methods(study, level, resamples))}</p>']
     return h.page(f"batchscale: {study.name}", "\n".join(body))
 
 
-def report_markdown(result: dict) -> str:
-    study, steps = result["study"], result["steps"]
-    level, resamples = _level(result)
-    lines = [f"# {study.title}", "", _intro(result), "", "## Regimes", "",
-             *h.markdown_table(regimes_table(result["fits"])), ""]
-    lines += [f"- {n}" for n in result["notes"]]
-    if result["warnings"]:
-        lines += ["", "## Search-space warnings", "", *[f"- {w['message']}" for w in result["warnings"]]]
+def report_markdown(analysis) -> str:
+    study, steps = analysis.study, analysis.steps
+    level, resamples = _level(analysis)
+    lines = [f"# {study.title}", "", _intro(analysis), "", "## Regimes", "",
+             *h.markdown_table(regimes_table(analysis.fits)), ""]
+    lines += [f"- {n}" for n in analysis.notes]
+    if analysis.warnings:
+        lines += ["", "## Search-space warnings", "", *[f"- {w['message']}" for w in analysis.warnings]]
     for split, title in (("val", "validation"), ("train", "training")):
         for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
             lines += ["", f"## Steps to result, {title} {goal}", "", *h.markdown_table(group, STEP_COLUMNS)]
-    lines += ["", "## Trials per batch size", "", *h.markdown_table(result["counts"]), "",
+    lines += ["", "## Trials per batch size", "", *h.markdown_table(analysis.counts), "",
               "## Methods", "", _methods(study, level, resamples), "",
-              "Figures: " + ", ".join(result["figures"]) + " (embedded in report.html).", ""]
+              "Figures: " + ", ".join(analysis.figures) + " (embedded in report.html).", ""]
     return "\n".join(lines)
 
 

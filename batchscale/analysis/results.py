@@ -10,8 +10,8 @@
     study.study               # the analysis' view (batchscale.analysis.study_reader.Study)
 
 Read-only: nothing is written to the store (``batchscale report STORE/STUDY`` rebuilds
-the report files). Tables are computed from the trials themselves, so they are current
-even while a study is still running.
+the report files). Tables are computed from the trials themselves, through the one study
+reader (``study_reader.load_study``), so they are current even while a study is still running.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from functools import cached_property
 import pandas as pd
 
 from batchscale.analysis.goal_steps import goal_steps_table
-from batchscale.analysis.steps import steps_to_result
-from batchscale.analysis.study_reader import Study, load_study
+from batchscale.analysis.steps import all_steps_to_result
+from batchscale.analysis.study_reader import KEYS, TRIAL_COLUMNS, Study, load_study
 from batchscale.core.spec import SpecError, StudySpec
-from batchscale.store.layout import StudyStore, load_trials
+from batchscale.store.layout import StudyStore
 from batchscale.validation import parse_spec
 
 
@@ -53,50 +53,36 @@ class StudyResults:
         return parse_spec({**self.store.read_spec_dict(self.name), "store": self.root})
 
     @cached_property
-    def _trials(self) -> list[dict]:
-        return load_trials(self.store.fs, self.name)
-
-    def trials(self) -> pd.DataFrame:
-        """One row per trial: batch_size, trial_id, status, steps, evaluations, then its
-        metaparameters as columns (learning_rate, momentum, ...)."""
-        records = []
-        for t in self._trials:
-            meta = t["metadata"]
-            records.append({"batch_size": t["batch_size"], "trial_id": t["trial_id"],
-                            "status": t["status"], "steps": meta.get("steps"),
-                            "evaluations": len(t["measurements"]),
-                            "wall_time": meta.get("wall_time"), **t["parameters"]})
-        columns = ["batch_size", "trial_id", "status", "steps", "evaluations", "wall_time"]
-        return pd.DataFrame.from_records(records).reindex(
-            columns=columns + sorted({k for r in records for k in r} - set(columns)))
-
-    def measurements(self) -> pd.DataFrame:
-        """Every evaluation of every trial (long format): batch_size, trial_id, step and one
-        column per split/metric as the trials recorded them."""
-        rows = [{"batch_size": t["batch_size"], "trial_id": t["trial_id"], **row}
-                for t in self._trials for row in t["measurements"]]
-        frame = pd.DataFrame.from_records(rows)
-        if frame.empty:
-            return pd.DataFrame(columns=["batch_size", "trial_id", "step"])
-        first = ["batch_size", "trial_id", "step"]
-        return frame[first + [c for c in frame.columns if c not in first]]
-
-    def goal_steps(self) -> pd.DataFrame:
-        """Per trial, goal and split (val, train): the first step that beats the goal."""
-        return goal_steps_table(self.spec, self._trials)
-
-    @cached_property
     def study(self) -> Study:
         """The study as the analysis loads it (batchscale.analysis.study_reader)."""
         return load_study(f"{self.root}/{self.name}")
 
+    def trials(self) -> pd.DataFrame:
+        """One row per trial: batch_size, trial_id, status, steps, evaluations, wall_time,
+        then its metaparameters as columns (learning_rate, momentum, ...)."""
+        study = self.study
+        counts = study.measurements.groupby(KEYS).size().rename("evaluations").reset_index()
+        table = study.trials.merge(counts, on=KEYS, how="left")
+        table["evaluations"] = table["evaluations"].fillna(0).astype("int64")
+        wall_time = study.metadata.reindex(columns=[*KEYS, "wall_time"])
+        table = table.merge(wall_time, on=KEYS, how="left")
+        return table[TRIAL_COLUMNS + ["evaluations", "wall_time"] + study.metaparameters]
+
+    def measurements(self) -> pd.DataFrame:
+        """Every evaluation of every trial (long format): batch_size, trial_id, step and one
+        column per split/metric as the trials recorded them."""
+        return self.study.measurements.copy()
+
+    def goal_steps(self) -> pd.DataFrame:
+        """Per trial, goal and split (val, train): the first step that beats the goal."""
+        return goal_steps_table(self.study)
+
     def steps_to_result(self, split: str = "val") -> pd.DataFrame:
         """Per goal and batch size: steps and examples to result, the best trial and its
         metaparameters, and how many trials completed, diverged and reached the goal."""
-        return pd.concat([steps_to_result(self.study, goal, split) for goal in self.study.goals],
-                         ignore_index=True)
+        return all_steps_to_result(self.study, splits=(split,))
 
 
 def open_study(location: str) -> StudyResults:
-    """The study at ``STORE/STUDY`` (a local path or gs://bucket/prefix/study)."""
+    """The study at ``location`` (a local path or gs://bucket/prefix/study)."""
     return StudyResults(location)

@@ -16,8 +16,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from batchscale.core.goals import Goal
 from batchscale.core.names import METRIC_SPLITS as SPLITS
-from batchscale.core.spec import Goal
+from batchscale.core.names import effective_learning_rate
 
 SUMMARY_COLUMNS = [
     "goal", "split", "batch_size", "trials", "complete", "incomplete", "infeasible", "reached",
@@ -38,20 +39,26 @@ def _budgeted(rows: pd.DataFrame, step_budget=None, example_budget=None) -> pd.D
     return rows
 
 
-def crossings(study, goal: Goal, split: str = "val") -> pd.DataFrame:
-    """One row per counted trial: the step it first beat the goal (NaN if never) and the
-    evaluation step before that (NaN if it was the first): the crossing lies in between."""
-    trials = study.counted_trials()[["batch_size", "trial_id"]]
+def first_crossings(trials: pd.DataFrame, measurements: pd.DataFrame, goal: Goal,
+                    split: str = "val") -> pd.DataFrame:
+    """One row per trial of ``trials`` (batch_size, trial_id), in its order: the first
+    evaluated step whose ``<split>/<metric>`` beats the goal (``Goal.beats``; NaN if never)
+    and the evaluation step before it (NaN if it was the first): the crossing lies between."""
+    keys = trials[["batch_size", "trial_id"]]
     column = goal_column(goal, split)
-    rows = study.counted_measurements()
-    if column not in rows.columns or rows.empty:
-        return trials.assign(step=math.nan, previous_step=math.nan).reset_index(drop=True)
-    rows = rows.sort_values(["batch_size", "trial_id", "step"])
+    if column not in measurements.columns or measurements.empty:
+        return keys.assign(step=math.nan, previous_step=math.nan).reset_index(drop=True)
+    rows = measurements.sort_values(["batch_size", "trial_id", "step"])
     rows = rows.assign(previous_step=rows.groupby(["batch_size", "trial_id"])["step"].shift(1))
     first = rows[goal.beats(rows[column])].groupby(["batch_size", "trial_id"]).head(1)
-    out = trials.merge(first[["batch_size", "trial_id", "step", "previous_step"]],
-                       on=["batch_size", "trial_id"], how="left")
+    out = keys.merge(first[["batch_size", "trial_id", "step", "previous_step"]],
+                     on=["batch_size", "trial_id"], how="left")
     return out.astype({"step": "float64", "previous_step": "float64"})
+
+
+def crossings(study, goal: Goal, split: str = "val") -> pd.DataFrame:
+    """``first_crossings`` of the counted trials (what steps to result and the regime fit see)."""
+    return first_crossings(study.counted_trials(), study.counted_measurements(), goal, split)
 
 
 def steps_to_result(study, goal: Goal, split: str = "val", step_budget=None,
@@ -83,7 +90,7 @@ def steps_to_result(study, goal: Goal, split: str = "val", step_budget=None,
             row.update(steps_to_result=int(best["step"]),
                        examples_to_result=int(best["step"]) * int(batch_size), best_trial=trial_id,
                        learning_rate=lr, momentum=momentum,
-                       effective_learning_rate=lr / (1.0 - momentum) if momentum < 1 else math.nan)
+                       effective_learning_rate=effective_learning_rate(lr, momentum))
         records.append(row)
     return pd.DataFrame.from_records(records, columns=SUMMARY_COLUMNS)
 
@@ -145,12 +152,3 @@ def default_budgets(study, kind: str, count: int = 3) -> list[int]:
         return []
     exponent = int(math.floor(math.log2(top)))
     return sorted({2 ** (exponent - 2 * k) for k in range(count) if exponent - 2 * k >= 0})
-
-
-def scaling_factor(summary: pd.DataFrame, goal: str) -> float | None:
-    """Steps to result at the smallest batch size over that at the largest (both reached)."""
-    reached = summary[(summary["goal"] == goal)].dropna(subset=["steps_to_result"])
-    if len(reached) < 2:
-        return None
-    ordered = reached.sort_values("batch_size")
-    return float(ordered["steps_to_result"].iloc[0] / ordered["steps_to_result"].iloc[-1])

@@ -10,6 +10,9 @@ Both use the paper's layout (``<dataset>/<model>/<optimizer>/<batch_size>/study.
   below it). Its goals default to the workload registry's (the paper's Figure 1 goals,
   ``batchscale.workloads.defaults.default_goal``) unless given.
 
+This is the one reader of a study's folders: the report, compare, the results API
+(``batchscale.analysis.results``) and the pipeline's aggregate step all load through it.
+
 Conventions are the paper's released analysis code's: only COMPLETE trials count by
 default; ``num_trials=N`` keeps the N lowest trial ids among the counted statuses at each
 batch size (an error if a batch size has fewer); INCOMPLETE and INFEASIBLE trials are kept
@@ -18,7 +21,6 @@ in ``Study.trials`` so they can be counted, but never reach a goal.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 
@@ -28,17 +30,24 @@ from batchscale.core.goals import Goal, check_goal, parse_goal
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError, StudySpec
 from batchscale.store.filesystem import Storage, open_root
+from batchscale.store.layout import parse_measurements
 from batchscale.validation import parse_spec
 from batchscale.workloads.defaults import default_goal, paper_workloads
 
 MAX_WORKLOAD_DEPTH = 5  # how far below a location to look for batch-size folders
+KEYS = ["batch_size", "trial_id"]
+TRIAL_COLUMNS = [*KEYS, "status", "steps"]  # then one column per metaparameter
+
 
 @dataclass
 class Study:
     """One workload's trials as tables. ``trials`` holds every loaded trial (all statuses:
     batch_size, trial_id, status, steps, then one column per metaparameter);
     ``measurements`` every evaluation of those trials (batch_size, trial_id, step, then
-    ``<split>/<metric>`` columns). ``counted`` are the statuses that can reach a goal."""
+    ``<split>/<metric>`` columns); ``metadata`` each trial's metadata.json fields that are
+    plain values (batch_size, trial_id, then status, steps, wall_time, stop_reason, ...;
+    dicts such as parameters left out), kept apart so that only metaparameters are extra
+    columns of ``trials``. ``counted`` are the statuses that can reach a goal."""
 
     name: str
     location: str
@@ -49,6 +58,7 @@ class Study:
     goals: tuple[Goal, ...]
     trials: pd.DataFrame
     measurements: pd.DataFrame
+    metadata: pd.DataFrame
     study_json: dict[int, dict] = field(default_factory=dict)
     spec: StudySpec | None = None
     counted: tuple[str, ...] = ("COMPLETE",)
@@ -62,6 +72,11 @@ class Study:
     @property
     def batch_sizes(self) -> list[int]:
         return sorted(int(b) for b in self.trials["batch_size"].unique())
+
+    @property
+    def metaparameters(self) -> list[str]:
+        """The metaparameter columns of ``trials`` (learning_rate, momentum, ...)."""
+        return [c for c in self.trials.columns if c not in TRIAL_COLUMNS]
 
     @property
     def search_space(self) -> dict[int, dict]:
@@ -102,16 +117,17 @@ def load_study(location: str, goals=None, num_trials: int | None = None,
     batch_dirs = _batch_dirs(fs, workload_path)
     if not batch_dirs:
         raise SpecError(f"study: no batch-size folders with study.json under {fs.url(workload_path)}")
-    study_json, trials, measurements = _read_workload(fs, batch_dirs)
+    study_json, trials, measurements, metadata = _read_workload(fs, batch_dirs)
     first = next(iter(study_json.values()))
     dataset, model, optimizer = (first.get(k, "?") for k in ("dataset", "model", "optimizer"))
     trials = _first_trials(trials, num_trials, statuses, fs.url(workload_path))
-    measurements = measurements.merge(trials[["batch_size", "trial_id"]], on=["batch_size", "trial_id"])
+    measurements = measurements.merge(trials[KEYS], on=KEYS)
+    metadata = metadata.merge(trials[KEYS], on=KEYS)
     goal_list = _resolve_goals(goals, spec, dataset, model, measurements)
     return Study(name=name, location=fs.url(workload_path) if workload_path else location,
                  dataset=dataset, model=model, optimizer=optimizer,
                  layout="batchscale" if spec else "paper", goals=goal_list, trials=trials,
-                 measurements=measurements, study_json=study_json, spec=spec,
+                 measurements=measurements, metadata=metadata, study_json=study_json, spec=spec,
                  counted=tuple(statuses), train_examples=_train_examples(fs, location, spec))
 
 
@@ -164,7 +180,7 @@ def _single_workload(fs: Storage, location: str) -> str:
 
 
 def _read_workload(fs: Storage, batch_dirs: list[str]):
-    study_json, trial_rows, tables = {}, [], []
+    study_json, trial_rows, meta_rows, tables = {}, [], [], []
     for batch_dir in batch_dirs:
         meta = json.loads(fs.read_text(f"{batch_dir}/study.json"))
         batch_size = int(meta.get("batch_size", batch_dir.rpartition("/")[2]))
@@ -178,30 +194,25 @@ def _read_workload(fs: Storage, batch_dirs: list[str]):
             trial_rows.append({"batch_size": batch_size, "trial_id": trial_id,
                                "status": trial.get("status", "INCOMPLETE"),
                                "steps": trial.get("steps"), **(trial.get("parameters") or {})})
+            meta_rows.append({"batch_size": batch_size, "trial_id": trial_id, **{
+                k: v for k, v in trial.items()
+                if k not in KEYS and not isinstance(v, (dict, list))}})
             if fs.exists(f"{base}/measurements.csv"):
-                table = _read_measurements(fs.read_text(f"{base}/measurements.csv"))
+                table = parse_measurements(fs.read_text(f"{base}/measurements.csv"))
                 tables.append(table.assign(batch_size=batch_size, trial_id=trial_id))
-    trials = pd.DataFrame.from_records(trial_rows)
-    if trials.empty:
-        trials = pd.DataFrame(columns=["batch_size", "trial_id", "status", "steps"])
-    head = ["batch_size", "trial_id", "status", "steps"]
-    trials = trials[head + sorted(c for c in trials.columns if c not in head)]
     measurements = (pd.concat(tables, ignore_index=True) if tables
-                    else pd.DataFrame(columns=["batch_size", "trial_id", "step"]))
-    measurements = measurements[["batch_size", "trial_id", "step"]
-                                + [c for c in measurements.columns
-                                   if c not in ("batch_size", "trial_id", "step")]]
-    return study_json, trials.sort_values(["batch_size", "trial_id"], ignore_index=True), measurements
+                    else pd.DataFrame(columns=[*KEYS, "step"]).astype("int64"))
+    measurements = measurements[[*KEYS, "step"] + [c for c in measurements.columns
+                                                   if c not in (*KEYS, "step")]]
+    return (study_json, _table(trial_rows, TRIAL_COLUMNS), measurements,
+            _table(meta_rows, KEYS))
 
 
-def _read_measurements(text: str) -> pd.DataFrame:
-    """measurements.csv: ``step`` and metric columns; unparsable values become NaN."""
-    table = pd.read_csv(io.StringIO(text))
-    for column in table.columns:
-        table[column] = pd.to_numeric(table[column], errors="coerce")
-    table = table.dropna(subset=["step"])
-    table["step"] = table["step"].astype("int64")
-    return table
+def _table(records: list[dict], head: list[str]) -> pd.DataFrame:
+    """One row per trial, sorted by batch size and id: ``head`` first, then the other keys."""
+    table = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=head)
+    table = table[head + sorted(c for c in table.columns if c not in head)]
+    return table.astype({k: "int64" for k in KEYS}).sort_values(KEYS, ignore_index=True)
 
 
 def _first_trials(trials: pd.DataFrame, num_trials, statuses, where: str) -> pd.DataFrame:

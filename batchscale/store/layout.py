@@ -9,8 +9,10 @@
 <root>/datasets/<name>/<split>/shard-NNNNN.npz        or streamed shards (large data sets)
 ```
 ``<root>`` is a local folder or gs://bucket/prefix (see ``batchscale.store.filesystem``). The
-per-batch-size part below ``<study>/`` is exactly the paper's layout, so
-``load_trials`` reads our studies and the paper's released data alike.
+per-batch-size part below ``<study>/`` is exactly the paper's layout, so one reader
+(``batchscale.analysis.study_reader.load_study``) reads our studies and the paper's released
+data alike. ``StudyStore`` only reads and writes what one trial or one data set needs (the
+trainer, the progress lines); ``measurements.csv`` is written and parsed here, once.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ import numpy as np
 from batchscale.core.names import DONE_STATUSES
 from batchscale.core.spec import SpecError, StudySpec, TrialSpec, spec_fingerprint
 from batchscale.store.filesystem import Storage, open_root
-
-NON_STUDY_DIRS = ("report",)
 
 
 class StudyStore:
@@ -96,8 +96,11 @@ class StudyStore:
                            measurements_csv(rows))
 
     def read_measurements(self, spec: StudySpec, trial: TrialSpec) -> list[dict]:
+        """One trial's rows as ``write_measurements`` takes them (``[]`` before its first)."""
         path = f"{self.trial_dir(spec, trial)}/measurements.csv"
-        return _parse_rows(self.fs.read_text(path)) if self.fs.exists(path) else []
+        if not self.fs.exists(path):
+            return []
+        return parse_measurements(self.fs.read_text(path)).to_dict("records")
 
     # ---- datasets ----------------------------------------------------------------
     def has_dataset(self, name: str) -> bool:
@@ -148,65 +151,14 @@ def measurements_csv(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def study_batch_dirs(fs: Storage, study_path: str) -> list[str]:
-    """Every ``<dataset>/<model>/<optimizer>/<batch_size>`` folder under a study folder.
+def parse_measurements(text: str):
+    """measurements.csv as a pandas DataFrame: ``step`` (int) and metric columns as written;
+    a value that is not a number becomes NaN and a row without a step is dropped."""
+    import pandas as pd  # only readers pay for pandas; the trainer writes with csv
 
-    ``study_path`` may be one of our studies or the root of the paper's database.
-    """
-    found = []
-    for dataset in fs.list_dirs(study_path):
-        if dataset in NON_STUDY_DIRS:
-            continue
-        for model in fs.list_dirs(f"{study_path}/{dataset}"):
-            for optimizer in fs.list_dirs(f"{study_path}/{dataset}/{model}"):
-                base = f"{study_path}/{dataset}/{model}/{optimizer}"
-                for batch_size in fs.list_dirs(base):
-                    if fs.exists(f"{base}/{batch_size}/study.json"):
-                        found.append(f"{base}/{batch_size}")
-    return found
-
-
-def load_trials(fs: Storage, study_path: str) -> list[dict]:
-    """Every trial under a study folder: its study.json fields, metadata and measurements.
-
-    Returns dicts with keys batch_size, dataset, model, optimizer, trial_id, status,
-    parameters, metadata and measurements (a list of row dicts, floats parsed).
-    Trials without metadata yet are skipped; so are unreadable measurement rows.
-    """
-    trials = []
-    for batch_dir in study_batch_dirs(fs, study_path):
-        study = json.loads(fs.read_text(f"{batch_dir}/study.json"))
-        for trial_id in fs.list_dirs(batch_dir):
-            base = f"{batch_dir}/{trial_id}"
-            if not fs.exists(f"{base}/metadata.json"):
-                continue
-            meta = json.loads(fs.read_text(f"{base}/metadata.json"))
-            rows = []
-            if fs.exists(f"{base}/measurements.csv"):
-                rows = _parse_rows(fs.read_text(f"{base}/measurements.csv"))
-            record = trial_record(int(study["batch_size"]), int(meta.get("trial_id", trial_id)), meta, rows)
-            trials.append({**record, "dataset": study.get("dataset"), "model": study.get("model"),
-                           "optimizer": study.get("optimizer")})
-    trials.sort(key=lambda t: (t["batch_size"], t["trial_id"]))
-    return trials
-
-
-def trial_record(batch_size: int, trial_id: int, metadata: dict, measurements: list[dict]) -> dict:
-    """The dict one trial is read into (what goal detection and aggregation consume)."""
-    return {"batch_size": batch_size, "trial_id": trial_id,
-            "status": metadata.get("status", "INCOMPLETE"),
-            "parameters": metadata.get("parameters", {}), "metadata": metadata,
-            "measurements": measurements}
-
-
-def _parse_rows(text: str) -> list[dict]:
-    rows = []
-    for raw in csv.DictReader(io.StringIO(text)):
-        try:
-            row = {k: float(v) for k, v in raw.items() if k and v not in (None, "")}
-        except ValueError:
-            continue
-        if "step" in row:
-            row["step"] = int(row["step"])
-            rows.append(row)
-    return rows
+    table = pd.read_csv(io.StringIO(text), float_precision="round_trip")  # repr() floats, exactly
+    for column in table.columns:
+        table[column] = pd.to_numeric(table[column], errors="coerce")
+    table = table.dropna(subset=["step"])
+    table["step"] = table["step"].astype("int64")
+    return table

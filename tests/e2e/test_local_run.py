@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _batchscale(*args, cwd):
     started = time.time()
-    out = subprocess.run([sys.executable, "-m", "batchscale.cli.main", *args], cwd=cwd, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "batchscale.cli", *args], cwd=cwd, capture_output=True,
                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT})
     return out, time.time() - started
 
@@ -41,6 +41,7 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
     html = (report / "report.html").read_text()
     assert html.count('src="data:image/png;base64,') >= 4 and "http://" not in html
     assert (report / "steps_to_result.csv").exists() and (report / "summary.md").exists()
+    assert (report / "goal_steps.csv").exists()  # aggregate folds goal detection in
     logs = list((tmp_path / ".batchscale" / "logs").glob("tiny-*.log"))
     assert logs and "Executing task" in logs[0].read_text()  # kfp's task logs went to the file
 
@@ -73,15 +74,18 @@ def test_new_workload_from_a_spec_only_on_a_gcs_store(gcs_emulator, tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert f"report: {root}/toy/report/report.html" in out.stdout
 
-    from batchscale.store.layout import StudyStore, load_trials
+    from batchscale.analysis.study_reader import load_study
+    from batchscale.store.layout import StudyStore
     from batchscale.validation import parse_spec
 
     store = StudyStore(root)
     assert store.has_dataset("mnist_5k")
     spec = parse_spec(store.read_spec_dict("toy"))
     assert spec.goals[0].value == 0.1 and {p.name for p in spec.search_space} == {"learning_rate", "momentum"}
-    trials = load_trials(store.fs, "toy")
-    assert [(t["batch_size"], t["trial_id"], t["model"]) for t in trials] == [(32, 1, "resnet_8"),
-                                                                           (32, 2, "resnet_8")]
-    assert all(t["status"] in ("COMPLETE", "INFEASIBLE") and t["measurements"] for t in trials)
+    study = load_study(f"{root}/toy")
+    assert study.model == "resnet_8"
+    assert study.trials[["batch_size", "trial_id"]].values.tolist() == [[32, 1], [32, 2]]
+    assert set(study.trials["status"]) <= {"COMPLETE", "INFEASIBLE"}
+    assert study.measurements.groupby("trial_id").size().to_dict().keys() == {1, 2}
     assert "steps_to_result" in store.fs.read_text("toy/report/steps_to_result.csv")
+    assert "trial_id" in store.fs.read_text("toy/report/goal_steps.csv")  # goal detection folded in

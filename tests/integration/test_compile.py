@@ -29,11 +29,15 @@ def _executor(doc, component_prefix):
 def test_dag_parallel_for_and_trainer_resources(tmp_path):
     doc = _compile(tmp_path, "--parallelism", "5", "--pipeline-store", "gs://my-bucket/studies")
     root_tasks = doc["root"]["dag"]["tasks"]
-    assert {"prepare-data", "make-trials", "detect-goals", "aggregate"} <= set(root_tasks)
-    [loop] = [t for n, t in root_tasks.items() if n.startswith("for-loop")]
+    [loop_name] = [n for n in root_tasks if n.startswith("for-loop")]
+    # goal detection is folded into aggregate: four steps, aggregate after the whole loop
+    assert set(root_tasks) == {"prepare-data", "make-trials", loop_name, "aggregate"}
+    loop = root_tasks[loop_name]
     assert loop["iteratorPolicy"]["parallelismLimit"] == 5
     assert loop["parameterIterator"]["items"]["inputParameter"].endswith("make-trials-Output")
-    assert "for-loop" in " ".join(root_tasks["detect-goals"]["dependentTasks"])
+    assert root_tasks["aggregate"]["dependentTasks"] == [loop_name]
+    statuses = root_tasks["aggregate"]["inputs"]["parameters"]["statuses"]["taskOutputParameter"]
+    assert statuses["producerTask"] == loop_name  # dsl.Collected of every trial's status
     trainer = _executor(doc, "train-trial")
     assert trainer["resources"]["resourceCpuRequest"] == "2"
     assert trainer["resources"]["resourceMemoryRequest"] == "4G"

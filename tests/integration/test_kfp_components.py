@@ -1,10 +1,17 @@
 """Each KFP wrapper executed as a real task by kfp.local's SubprocessRunner."""
 
+import io
+import os
+
+import pandas as pd
 import pytest
 from kfp import local
 
+from batchscale.components.aggregate import aggregate
 from batchscale.components.make_trials import make_trials
 from batchscale.components.prepare_data import prepare_data
+from batchscale.core.spec import TrialSpec
+from batchscale.search.trials import make_trials as plan_trials
 from batchscale.store.layout import StudyStore
 from batchscale.validation import parse_spec
 from tests.conftest import tiny_spec_dict
@@ -39,3 +46,32 @@ def test_store_root_parameter_overrides_the_spec(kfp_local, tmp_path):
     prepare_data(study_spec=tiny_spec_dict(str(tmp_path / "unused")), store_root=other)
     assert StudyStore(other).has_dataset("digits")
     assert not (tmp_path / "unused").exists()
+
+
+def test_aggregate_detects_goals_and_writes_the_report(kfp_local, tmp_path):
+    """aggregate alone, on trials written straight into the store (no training): goal
+    detection is folded in, so report/goal_steps.csv is among the report files."""
+    raw = tiny_spec_dict(str(tmp_path / "store"))
+    spec = parse_spec(raw)
+    store = StudyStore(spec.store)
+    store.register_study(spec)
+    errors = {16: [0.9, 0.5, 0.15], 128: [0.9, 0.3, 0.1]}  # goal 0.2: steps 20 and 20
+    for trial in plan_trials(spec):
+        status = "INFEASIBLE" if trial.trial_id == 2 else "COMPLETE"
+        rows = [{"step": 10 * i, "val/classification_error": e, "train/classification_error": e}
+                for i, e in enumerate(errors[trial.batch_size][:2 if status == "INFEASIBLE" else 3])]
+        store.write_measurements(spec, trial, rows)
+        store.write_metadata(spec, TrialSpec(spec.name, trial.batch_size, trial.trial_id, trial.parameters),
+                             {"trial_id": trial.trial_id, "status": status, "steps": rows[-1]["step"],
+                              "parameters": trial.parameters})
+    task = aggregate(study_spec=raw, store_root="", statuses=["COMPLETE", "INFEASIBLE"] * 2)
+    assert task.outputs["Output"] == store.url("tiny/report/report.html")
+    assert os.path.getsize(task.outputs["report"].path) > 1000  # the HTML handed to the UI
+
+    goals = pd.read_csv(io.StringIO(store.fs.read_text("tiny/report/goal_steps.csv")))
+    assert len(goals) == 4 * 2  # trials x splits (one goal)
+    val = goals[goals["split"] == "val"].set_index(["batch_size", "trial_id"])
+    assert val.loc[(16, 1), "step"] == 20 and val.loc[(128, 1), "step"] == 20
+    assert val.loc[(16, 2), "status"] == "INFEASIBLE" and pd.isna(val.loc[(16, 2), "step"])
+    steps = pd.read_csv(io.StringIO(store.fs.read_text("tiny/report/steps_to_result.csv")))
+    assert steps.query("split == 'val'")["steps_to_result"].tolist() == [20, 20]

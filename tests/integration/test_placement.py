@@ -14,7 +14,7 @@ from batchscale.pipelines.study import compile_pipeline, pipeline_name
 from batchscale.validation import default_spec_dict, parse_spec
 from batchscale.workloads.inputs import CPUS_ENV, available_cpus
 
-LIGHT_TASKS = ("prepare-data", "make-trials", "detect-goals", "aggregate")
+LIGHT_TASKS = ("prepare-data", "make-trials", "aggregate")
 BUILT = {name: f"us-docker.pkg.dev/example-project/batchscale/{name}:abc123@sha256:{'0' * 64}"
          for name in IMAGE_NAMES}
 

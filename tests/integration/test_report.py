@@ -10,12 +10,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from batchscale.analysis.regimes import synthetic_crossings
-from batchscale.analysis.report import kfp_metrics, report_study
+from batchscale.analysis.report import REPORT_FILES, kfp_metrics, report_study
 from batchscale.analysis.results import open_study
 from batchscale.cli.main import main
 from batchscale.store.filesystem import open_root
 from tests import paper_database as db
+from tests.synthetic import synthetic_crossings
 
 FIGURES_PAPER = {"steps_to_result.png", "train_vs_val.png", "budget_steps.png",
                  "budget_examples.png", "optimal_metaparameters.png", "lr_momentum.png",
@@ -39,8 +39,10 @@ def test_report_of_our_study_on_gcs(gcs_study, capsys):
     got = [r for r in doc["steps_to_result"] if r["split"] == "val"]
     assert [r["steps_to_result"] for r in got] == [
         None if math.isnan(v) else v for v in expected["steps_to_result"]]
-    assert {"report.html", "summary.md", "steps_to_result.csv", "trial_counts.csv",
-            "steps_to_result.png", "lr_momentum.png"} <= set(fs.list_files(""))
+    assert set(REPORT_FILES) | {"steps_to_result.png", "lr_momentum.png"} <= set(fs.list_files(""))
+    # goal detection folded into the report: goal_steps.csv is the results API's goal_steps()
+    goal_steps = open_study(f"{gcs_study}/tiny").goal_steps()
+    assert fs.read_text("goal_steps.csv") == goal_steps.to_csv(index=False)
 
 
 def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, capsys):
@@ -57,6 +59,9 @@ def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, cap
         answer = db.ANSWERS[row["goal"]][row["split"]][row["batch_size"]]
         assert (row["steps_to_result"], row["best_trial"]) == answer
     assert doc["layout"] == "paper" and doc["workload"]["dataset"] == "fashion_mnist"
+    assert list(doc) == ["study", "location", "layout", "workload", "counted_statuses", "goals",
+                         "steps_to_result", "regimes", "optimal_metaparameters", "budgets",
+                         "trial_counts", "search_space_warnings", "notes"]
     assert f"report: {url}/report/report.html" in capsys.readouterr().out
 
 
@@ -92,7 +97,7 @@ def test_regimes_in_the_report_recover_a_known_curve(tmp_path):
     crossings = synthetic_crossings(400.0, 128.0, batch_sizes, 40, rng)
     url = db.write_synthetic_database(str(tmp_path), crossings)
     result, written = report_study(url, resamples=200)
-    fit = result["fits"]["classification_error<0.01"]
+    fit = result.fits["classification_error<0.01"]
     assert fit.fitted
     assert abs(fit.s_min.value / 400 - 1) < 0.1 and abs(fit.b_star.value / 128 - 1) < 0.1
     assert fit.s_min.low <= fit.s_min.value <= fit.s_min.high

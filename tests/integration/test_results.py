@@ -37,6 +37,11 @@ def test_tables_from_gcs_are_consistent_with_the_trials(gcs_study):
     assert sorted(trials["batch_size"].unique()) == [16, 128]
     assert set(trials["status"]) <= {"COMPLETE", "INFEASIBLE"}
     assert trials["learning_rate"].between(0.02, 0.2).all() and (trials["momentum"] == 0.9).all()
+    assert list(trials.columns) == ["batch_size", "trial_id", "status", "steps", "evaluations",
+                                    "wall_time", "learning_rate", "momentum"]
+    assert (trials["wall_time"] > 0).all() and (trials["evaluations"] >= 2).all()
+    # wall_time and the like are trial metadata, not metaparameters, for the analysis
+    assert study.study.metaparameters == ["learning_rate", "momentum"]
 
     measurements = study.measurements()
     per_trial = measurements.groupby(["batch_size", "trial_id"]).size()
@@ -55,14 +60,20 @@ def test_tables_from_gcs_are_consistent_with_the_trials(gcs_study):
         first = beats.sort_values(["step", "trial_id"]).iloc[0]
         assert (int(first["step"]), int(first["trial_id"])) == (row.steps_to_result, row.best_trial)
         assert row.examples_to_result == row.steps_to_result * row.batch_size
-    assert set(study.goal_steps()["split"]) == {"val", "train"}
+    goal_steps = study.goal_steps()
+    assert set(goal_steps["split"]) == {"val", "train"} and len(goal_steps) == 2 * len(trials)
+    val = goal_steps[goal_steps["split"] == "val"].set_index("batch_size")
+    for row in summary.itertuples():  # steps to result: the earliest COMPLETE goal step
+        complete = val.loc[[row.batch_size]].query("status == 'COMPLETE'")["step"]
+        assert complete.min() == row.steps_to_result or (complete.isna().all()
+                                                         and math.isnan(row.steps_to_result))
     assert _objects(gcs_study) == before  # read-only
 
 
 def test_local_copy_gives_the_same_tables(gcs_study, local_copy):
     remote, local = open_study(f"{gcs_study}/tiny"), open_study(f"{local_copy}/tiny")
     assert local.spec.store == local_copy
-    for table in ("trials", "measurements", "steps_to_result"):
+    for table in ("trials", "measurements", "steps_to_result", "goal_steps"):
         assert getattr(remote, table)().equals(getattr(local, table)()), table
 
 

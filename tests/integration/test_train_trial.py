@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from batchscale.core.spec import TrialSpec
-from batchscale.store.layout import StudyStore, load_trials
+from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.trainer import run_trial
 from batchscale.validation import parse_spec
@@ -19,14 +19,14 @@ SCRIPT = """
 import json, sys
 from batchscale.core.spec import TrialSpec
 from batchscale.validation import parse_spec
-from batchscale.store.layout import StudyStore, load_trials
+from batchscale.store.layout import StudyStore
 from batchscale.training.trainer import run_trial
 spec = parse_spec(json.loads(sys.argv[1]))
 store = StudyStore(spec.store)
 store.register_study(spec)
-meta = run_trial(spec, TrialSpec("tiny", 32, 1, {"learning_rate": 0.05, "momentum": 0.9}), store,
-                 log=lambda *a: None)
-rows = load_trials(store.fs, "tiny")[0]["measurements"]
+trial = TrialSpec("tiny", 32, 1, {"learning_rate": 0.05, "momentum": 0.9})
+meta = run_trial(spec, trial, store, log=lambda *a: None)
+rows = store.read_measurements(spec, trial)
 print(json.dumps({"meta": meta, "rows": rows, "tf": "tensorflow" in sys.modules}))
 """
 
@@ -66,7 +66,7 @@ def test_goal_stops_the_trial_early_and_reuse_does_not_retrain(digits_store):
     trial = TrialSpec("early", 16, 1, {"learning_rate": 0.1, "momentum": 0.9})
     meta = run_trial(spec, trial, store, log=lambda *a: None)
     assert meta["status"] == "COMPLETE" and meta["stop_reason"] == "goal" and meta["steps"] < 300
-    rows = load_trials(store.fs, "early")[0]["measurements"]
+    rows = store.read_measurements(spec, trial)
     assert rows[-1]["val/classification_error"] < 0.5 <= rows[-2]["val/classification_error"]
     metadata_path = f"{store.trial_dir(spec, trial)}/metadata.json"
     before = store.fs.read_text(metadata_path)
@@ -93,9 +93,9 @@ def test_same_trial_same_curve(digits_store, tmp_path):
         spec = _spec(digits_store, name=name, max_steps=30)
         store = StudyStore(digits_store)
         store.register_study(spec)
-        run_trial(spec, TrialSpec(name, 16, 2, {"learning_rate": 0.05, "momentum": 0.9}), store,
-                  log=lambda *a: None)
-        rows = load_trials(store.fs, name)[0]["measurements"]
+        trial = TrialSpec(name, 16, 2, {"learning_rate": 0.05, "momentum": 0.9})
+        run_trial(spec, trial, store, log=lambda *a: None)
+        rows = store.read_measurements(spec, trial)
         curves.append([(r["step"], r["val/cross_entropy_error"]) for r in rows])
     assert curves[0] == curves[1]
 
@@ -111,7 +111,7 @@ def test_an_interrupted_trial_is_trained_again(digits_store):
     store.write_measurements(spec, trial, [{"step": 0}, {"step": 7}])
     meta = run_trial(spec, trial, store, log=lambda *a: None)
     assert meta["status"] == "COMPLETE" and meta["steps"] == 20
-    rows = load_trials(store.fs, "interrupted")[0]["measurements"]
+    rows = store.read_measurements(spec, trial)
     assert [r["step"] for r in rows] == evaluation_steps(20, 0.05)
 
 

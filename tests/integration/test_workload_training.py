@@ -16,7 +16,7 @@ import pytest
 
 from batchscale.core.spec import StudySpec
 from batchscale.search.trials import make_trials
-from batchscale.store.layout import StudyStore, load_trials
+from batchscale.store.layout import StudyStore
 from batchscale.training.trainer import run_trial
 from batchscale.validation import parse_spec
 from batchscale.workloads import get_dataset
@@ -83,7 +83,7 @@ def test_workload_trains_through_its_pipeline(defaults, stores):
     meta = run_trial(spec, trial, store, log=QUIET)
 
     assert meta["status"] == "COMPLETE" and meta["steps"] == 3
-    rows = load_trials(store.fs, spec.name)[0]["measurements"]
+    rows = store.read_measurements(spec, trial)
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     metrics = get_dataset(defaults.dataset).metrics
     for row in rows:
@@ -104,9 +104,10 @@ def test_mixed_precision_keeps_the_metrics_meaning(stores):
     raw["name"], raw["workload"]["precision"] = "tiny-bf16", "mixed_bfloat16"
     spec = parse_spec(raw)
     store.register_study(spec)
-    meta = run_trial(spec, make_trials(spec)[0], store, log=QUIET)
+    trial = make_trials(spec)[0]
+    meta = run_trial(spec, trial, store, log=QUIET)
     assert meta["status"] == "COMPLETE" and meta["precision"] == "mixed_bfloat16"
-    rows = load_trials(store.fs, spec.name)[0]["measurements"]
+    rows = store.read_measurements(spec, trial)
     assert all(math.isfinite(r["val/cross_entropy_error"]) for r in rows)
     assert rows[-1]["train/cross_entropy_error"] != rows[0]["train/cross_entropy_error"]
     import keras

@@ -25,7 +25,8 @@ from batchscale.analysis.compare import (
     format_comparison,
     write_comparison,
 )
-from batchscale.cli.compare import DEFAULT_COMPARE_OUT, add_analysis_commands
+from batchscale.cli.analysis import DEFAULT_COMPARE_OUT
+from batchscale.cli.analysis import add_commands as add_analysis_commands
 from batchscale.core.spec import SpecError
 from batchscale.store.filesystem import open_root
 from tests import paper_database as db
@@ -53,17 +54,17 @@ def normalised(roots):
 
 
 def steps(result, label_or_study, column="steps_to_result") -> dict:
-    table = result["table"]
+    table = result.table
     rows = table[table["study"] == label_or_study]
     return {int(b): (None if math.isnan(v) else v) for b, v in zip(rows["batch_size"], rows[column])}
 
 
 def test_default_goals_table_normalised_at_8(normalised):
     result = normalised
-    assert [s["label"] for s in result["studies"]] == [FM_LABEL, CIFAR_LABEL, MNIST_LABEL]
-    assert [s["goal"] for s in result["studies"]] == [
+    assert [s.label for s in result.studies] == [FM_LABEL, CIFAR_LABEL, MNIST_LABEL]
+    assert [s.goal for s in result.studies] == [
         "classification_error<0.1", "classification_error<0.3", "classification_error<0.01"]
-    table = result["table"]
+    table = result.table
     assert list(table.columns) == ["study", "goal", "split", "batch_size", "trials", "reached",
                                    "steps_to_result", "examples_to_result", "best_trial", NORMALIZED]
     assert steps(result, FM) == {2: 250, 8: 100}
@@ -76,13 +77,13 @@ def test_default_goals_table_normalised_at_8(normalised):
     assert steps(result, MNIST, NORMALIZED) == {2: None, 8: None}
     assert table.query("study == @FM")["best_trial"].tolist() == [2, 3]
     assert table.query("study == @FM")["trials"].tolist() == [5, 3]
-    wide = result["wide"]
+    wide = result.wide
     assert wide.index.tolist() == [2, 8] and list(wide.columns) == [FM_LABEL, CIFAR_LABEL, MNIST_LABEL]
     assert wide[CIFAR_LABEL].tolist() == [2.0, 1.0] and wide[MNIST_LABEL].isna().all()
-    assert result["notes"] == [
+    assert result.notes == [
         f"{MNIST_LABEL}: left out of the normalised comparison: the goal was not reached at batch size 8",
         f"{MNIST_LABEL}: no batch size reached the goal"]
-    assert set(result["figures"]) == {"compare_steps_normalized.png", "compare_steps.png",
+    assert set(result.figures) == {"compare_steps_normalized.png", "compare_steps.png",
                                       "compare_examples.png"}
 
 
@@ -96,23 +97,23 @@ def test_format_comparison_text(normalised):
     assert re.split(r"\s+", lines[6].strip()) == ["8", "1", "1", "n/a"]
     assert lines[7] == ("(— not reached; blank: batch size not measured; n/a: left out of the "
                         "normalisation (see the notes))")
-    assert "note: " + normalised["notes"][0] in lines
+    assert "note: " + normalised.notes[0] in lines
 
 
 def test_goal_override_normalised_at_2_and_train_split(roots):
     result = compare_studies([str(roots / "a"), str(roots / "b")], goal="classification_error<0.2",
                              normalize_at=2)
-    labels = [s["label"] for s in result["studies"]]
+    labels = [s.label for s in result.studies]
     assert labels == [f"{FM} (classification_error<0.2)", f"{CIFAR} (classification_error<0.2)"]
     want = {b: s for b, (s, _) in db.ANSWERS["classification_error<0.2"]["val"].items()}
     assert steps(result, FM) == steps(result, CIFAR) == want == {2: 120, 8: 50}
     assert steps(result, FM, NORMALIZED) == {2: 1.0, 8: 50 / 120}
-    assert result["goal"] == "classification_error<0.2" and result["notes"] == []
+    assert result.goal == "classification_error<0.2" and result.notes == []
 
     train = compare_studies([str(roots / "a")], split="train")
     assert steps(train, FM) == {b: s for b, (s, _) in db.ANSWERS["classification_error<0.1"]["train"].items()}
-    assert set(train["table"]["split"]) == {"train"} and NORMALIZED not in train["table"]
-    assert set(train["figures"]) == {"compare_steps.png", "compare_examples.png"}
+    assert set(train.table["split"]) == {"train"} and NORMALIZED not in train.table
+    assert set(train.figures) == {"compare_steps.png", "compare_examples.png"}
 
 
 def test_first_n_trials(roots):
@@ -125,7 +126,7 @@ def test_study_without_the_reference_batch_size_is_left_out(roots):
     result = compare_studies([str(roots / "a"), str(roots / "only2")], normalize_at=8)
     assert steps(result, only2) == {2: 100}
     assert steps(result, only2, NORMALIZED) == {2: None}
-    assert result["notes"] == [f"{only2} (classification_error<0.3): left out of the normalised "
+    assert result.notes == [f"{only2} (classification_error<0.3): left out of the normalised "
                                "comparison: batch size 8 was not measured"]
     lines = format_comparison(result).splitlines()
     assert re.split(r"\s+", lines[4].strip()) == ["2", "2.5", "n/a"]
@@ -137,9 +138,9 @@ def test_study_without_the_reference_batch_size_is_left_out(roots):
 
 def test_duplicate_names_get_distinct_labels(roots):
     result = compare_studies([str(roots / "a"), str(roots / "d"), str(roots / "a")])
-    studies = [s["study"] for s in result["studies"]]
+    studies = [s.study for s in result.studies]
     assert studies == [f"{FM} #1", f"{FM} [d]", f"{FM} #3"]
-    assert len(set(result["table"]["study"])) == 3 and len(result["table"]) == 6
+    assert len(set(result.table["study"])) == 3 and len(result.table) == 6
     assert disambiguate(["x", "x"], ["/r/p/x", "/r/q/s/x"]) == ["x [p]", "x [q/s]"]
     assert disambiguate(["x", "y"], ["/a", "/a"]) == ["x", "y"]
 
@@ -162,13 +163,13 @@ def test_refusals(roots):
 
 def check_outputs(fs, result):
     page = fs.read_text("compare.html")
-    assert page.count('src="data:image/png;base64,') == len(result["figures"]) == page.count("<img")
+    assert page.count('src="data:image/png;base64,') == len(result.figures) == page.count("<img")
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"<(link|script)\b", page)
-    for name, png in result["figures"].items():
+    for name, png in result.figures.items():
         assert fs.read_bytes(name) == png
     doc = json.loads(fs.read_text("compare.json"))
-    assert len(doc["rows"]) == len(result["table"]) and doc["notes"] == result["notes"]
+    assert len(doc["rows"]) == len(result.table) and doc["notes"] == result.notes
     assert "| batch_size | [1] |" in fs.read_text("compare.md")
     return page, doc
 
@@ -185,20 +186,14 @@ def test_write_comparison_local_leaves_other_files_alone(normalised, tmp_path):
     assert urls["compare.html"] == str(out / "compare.html")
     _, doc = check_outputs(open_root(str(out)), normalised)
     assert doc["normalize_at"] == 8 and doc["studies"][0]["label"] == FM_LABEL
+    # compare.json keeps its shape (keys in this order) whatever type carries the comparison
+    assert list(doc) == ["goal", "split", "normalize_at", "num_trials", "notes", "studies", "rows",
+                         "figures"]
+    assert list(doc["studies"][0]) == ["label", "study", "name", "location", "title", "goal",
+                                       "batch_sizes", "fit", "normalized"]
+    assert doc["studies"][0]["fit"] is None and doc["studies"][2]["normalized"] is False
     csv = pd.read_csv(out / "compare.csv")
     assert csv.query("study == @CIFAR")[NORMALIZED].tolist() == [2.0, 1.0]
-
-
-def test_compare_on_gcs(gcs_root):
-    db.write_paper_database(gcs_root + "/a")
-    db.write_paper_database(gcs_root + "/b", CIFAR)
-    result = compare_studies([gcs_root + "/a", gcs_root + "/b/cifar_10"], normalize_at=2)
-    assert result["studies"][0]["location"] == f"{gcs_root}/a/{FM}"
-    assert steps(result, FM, NORMALIZED) == {2: 1.0, 8: 0.4}
-    assert steps(result, CIFAR, NORMALIZED) == {2: 1.0, 8: 0.5}
-    urls = write_comparison(result, gcs_root + "/out")
-    assert urls["compare.html"] == f"{gcs_root}/out/compare.html"
-    check_outputs(open_root(gcs_root + "/out"), result)
 
 
 def parser():
@@ -243,12 +238,12 @@ def test_fit_with_three_batch_sizes(tmp_path):
     (base / "32" / "study.json").write_text(json.dumps({**meta, "batch_size": 32}))
     result = compare_studies([str(tmp_path / "a")], fit=True)
     assert steps(result, FM) == {2: 250, 8: 100, 32: 100}
-    fit = result["studies"][0]["fit"]
-    assert fit["fitted"] and fit["batch_sizes"] == [2, 8, 32]
+    fit = result.studies[0].fit
+    assert fit.fitted and fit.batch_sizes == (2, 8, 32)
     urls = write_comparison(result, str(tmp_path / "out"))
     assert "Regime fits" in open(urls["compare.html"]).read()
     two = compare_studies([str(tmp_path / "a")], fit=True, goal="classification_error<0.09",
                           num_trials=1)
     assert steps(two, FM) == {2: None, 8: 100, 32: 100}  # trial 1 only: 0.09 at 400 is not < 0.09
-    assert not two["studies"][0]["fit"]["fitted"]
-    assert any("no regime fit" in n for n in two["notes"])
+    assert not two.studies[0].fit.fitted
+    assert any("no regime fit" in n for n in two.notes)

@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from batchscale.analysis.goal_steps import detect_trial_goals
 from batchscale.core.goals import Goal, all_goals_reached, check_goal, first_step_reaching, parse_goal
 from batchscale.core.spec import SpecError
 from batchscale.workloads.defaults import default_goal
@@ -49,8 +48,7 @@ def test_all_goals_and_per_split_records():
     goals = [Goal("classification_error", 0.25), Goal("classification_error", 0.04)]
     assert all_goals_reached(ROWS, goals)
     assert not all_goals_reached(ROWS[:4], goals)
-    records = detect_trial_goals(ROWS, goals)
-    by = {(r["goal"], r["split"]): r["step"] for r in records}
+    by = {(g.label, s): first_step_reaching(ROWS, g, s) for g in goals for s in ("val", "train")}
     assert by[("classification_error<0.04", "val")] == 30
     assert by[("classification_error<0.04", "train")] is None  # 0.04 is not < 0.04, then NaN
 

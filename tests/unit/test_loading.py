@@ -1,5 +1,8 @@
 """Loading a workload from the paper's released layout: where it is, goals, statuses, first N."""
 
+import json
+import math
+
 import pytest
 
 from batchscale.analysis.study_reader import load_study
@@ -86,3 +89,45 @@ def test_missing_or_studyless_location_says_so(tmp_path):
     (tmp_path / "notes").mkdir()
     with pytest.raises(SpecError, match="holds no study"):
         load_study(str(tmp_path))
+
+
+def test_reads_a_database_in_the_papers_released_layout(tmp_path):
+    """No study_spec.json, paper column names, a test/ column we do not write, a trial
+    folder without metadata yet (skipped)."""
+    base = tmp_path / "paper" / "fashion_mnist" / "simple_cnn_base" / "sgd" / "1024"
+    (base / "7").mkdir(parents=True)
+    (base / "8").mkdir()
+    (base / "study.json").write_text(json.dumps({
+        "batch_size": 1024, "dataset": "fashion_mnist", "model": "simple_cnn_base",
+        "optimizer": "sgd", "early_stopping": False, "train_steps": 0,
+        "parameter_configs": {"learning_rate": {"type": "DOUBLE", "min_value": 0.01,
+                                                "max_value": 10, "scale": "LOG_SCALE"}}}))
+    (base / "7" / "metadata.json").write_text(json.dumps(
+        {"parameters": {"learning_rate": 0.5}, "status": "COMPLETE", "steps": 300, "trial_id": 7}))
+    (base / "7" / "measurements.csv").write_text(
+        "step,train/cross_entropy_error,val/classification_error,test/classification_error\n"
+        "0,2.3,0.9,0.9\n150,0.4,0.12,0.13\n300,0.3,0.09,0.095\n")
+    study = load_study(str(tmp_path / "paper"))
+    assert (study.dataset, study.optimizer, study.batch_sizes) == ("fashion_mnist", "sgd", [1024])
+    assert study.trials.to_dict("records") == [
+        {"batch_size": 1024, "trial_id": 7, "status": "COMPLETE", "steps": 300, "learning_rate": 0.5}]
+    assert study.measurements["step"].tolist() == [0, 150, 300]
+    assert study.measurements["test/classification_error"].tolist()[2] == 0.095
+
+
+def test_metadata_is_a_table_of_its_own_not_metaparameters(tmp_path):
+    """What metadata.json holds beside status, steps and parameters (wall_time, reasons, ...)
+    is in ``Study.metadata``; ``trials`` keeps only the metaparameters as extra columns."""
+    db.write_paper_database(str(tmp_path))
+    meta = tmp_path / db.WORKLOAD / "8" / "3" / "metadata.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "wall_time": 12.5,
+                                "stop_reason": "goal", "trainer_parameters": {"decay_steps": 9}}))
+    study = load_study(str(tmp_path), num_trials=2)
+    assert study.metaparameters == ["learning_rate", "momentum"]
+    assert "wall_time" not in study.trials and "stop_reason" not in study.trials
+    assert list(study.metadata.columns[:2]) == ["batch_size", "trial_id"]
+    assert "trainer_parameters" not in study.metadata and "parameters" not in study.metadata
+    assert study.metadata[["batch_size", "trial_id"]].values.tolist() == [[2, 1], [2, 2], [8, 3], [8, 7]]
+    rows = study.metadata.set_index(["batch_size", "trial_id"])
+    assert rows.loc[(8, 3), "wall_time"] == 12.5 and rows.loc[(8, 3), "stop_reason"] == "goal"
+    assert math.isnan(rows.loc[(2, 1), "wall_time"])

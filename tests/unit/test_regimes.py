@@ -13,10 +13,10 @@ from batchscale.analysis.regimes import (
     MEASURED,
     UNDETERMINED,
     RegimeFit,
-    fit_curve,
     fit_regimes,
-    synthetic_crossings,
 )
+from batchscale.analysis.scaling_curve import fit_curve
+from tests.synthetic import synthetic_crossings
 
 BATCH_SIZES = 2 ** np.arange(1, 15)  # 2 .. 16384, as in the paper's sweeps
 

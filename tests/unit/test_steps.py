@@ -5,12 +5,12 @@ import math
 import pandas as pd
 import pytest
 
+from batchscale.analysis.goal_steps import GOAL_STEP_COLUMNS, goal_steps_table
 from batchscale.analysis.steps import (
     all_steps_to_result,
     best_under_budget,
     crossings,
     default_budgets,
-    scaling_factor,
     steps_to_result,
 )
 from batchscale.analysis.study_reader import load_study
@@ -94,8 +94,41 @@ def test_counting_infeasible_trials_when_asked(tmp_path):
     assert _by_batch(steps_to_result(study, study.goals[0])) == {2: (100, 3), 8: (50, 3)}
 
 
+def scaling_factor(summary: pd.DataFrame, goal: str) -> float | None:
+    """Steps to result at the smallest batch size over that at the largest (both reached)."""
+    reached = summary[(summary["goal"] == goal)].dropna(subset=["steps_to_result"])
+    if len(reached) < 2:
+        return None
+    ordered = reached.sort_values("batch_size")
+    return float(ordered["steps_to_result"].iloc[0] / ordered["steps_to_result"].iloc[-1])
+
+
 def test_scaling_factor_and_default_budgets(study):
     table = steps_to_result(study, parse_goal("classification_error<0.2")[0])
     assert scaling_factor(table, "classification_error<0.2") == pytest.approx(120 / 50)
     assert default_budgets(study, "steps") == [16, 64, 256]  # largest evaluated step 400
     assert default_budgets(study, "examples") == [8, 32, 128, 512][1:]  # median(2*400, 8*100)
+
+
+def test_goal_steps_of_every_trial_whatever_its_status(study):
+    """The per-trial goal table (report/goal_steps.csv): every loaded trial, each goal and
+    split, the first step that strictly beats the goal; diverged and unfinished trials too."""
+    table = goal_steps_table(study)
+    assert list(table.columns) == GOAL_STEP_COLUMNS
+    assert len(table) == 8 * 2 * 2  # trials x goals x splits
+    assert table[["batch_size", "trial_id"]].drop_duplicates().values.tolist() == [
+        [2, 1], [2, 2], [2, 3], [2, 4], [2, 5], [8, 3], [8, 7], [8, 9]]
+    step = table.set_index(["goal", "split", "batch_size", "trial_id"])["step"]
+    assert step[("classification_error<0.2", "val", 2, 5)] == 120
+    assert step[("classification_error<0.2", "val", 2, 3)] == 100  # INFEASIBLE, reached anyway
+    assert step[("classification_error<0.2", "val", 2, 4)] == 100  # INCOMPLETE
+    assert step[("classification_error<0.2", "train", 2, 1)] == 250  # 0.2 itself is not below
+    assert math.isnan(step[("classification_error<0.1", "val", 8, 9)])  # NaN never beats
+    # steps to result is the earliest counted (COMPLETE) step of this table, per batch size
+    counted = table[(table["status"] == "COMPLETE") & (table["split"] == "val")]
+    firsts = counted.groupby(["goal", "batch_size"])["step"].min()
+    for goal, answers in db.ANSWERS.items():
+        assert {b: firsts[(goal, b)] for b in (2, 8)} == {b: s for b, (s, _) in answers["val"].items()}
+    row = table[(table["trial_id"] == 2) & (table["batch_size"] == 2)].iloc[0]
+    assert row["parameters"] == {"learning_rate": 0.5, "momentum": 0.99}
+    assert row["effective_learning_rate"] == pytest.approx(50.0) and row["steps_run"] == 400

@@ -1,21 +1,22 @@
-"""The study store on a local folder and on gs:// (real client, GCS emulator): the paper's
-layout, refusal to mix specs, resumable trial records, and reading the paper's own data."""
+"""The study store on a local folder: the paper's layout, refusal to mix specs, resumable
+trial records and measurements.csv read back. tests/integration/test_store_gcs.py runs the
+same tests on gs:// (real client, GCS emulator). Reading whole studies, ours and the
+paper's, is the study reader's (tests/unit/test_loading.py)."""
 
 import json
+import math
 
 import numpy as np
 import pytest
 
 from batchscale.core.spec import SpecError, TrialSpec
-from batchscale.store.layout import StudyStore, load_trials
+from batchscale.store.layout import StudyStore, parse_measurements
 from batchscale.validation import default_spec_dict, parse_spec
 
 
-@pytest.fixture(params=["local", "gcs"])
-def root(request, tmp_path):
-    if request.param == "local":
-        return str(tmp_path / "store")
-    return request.getfixturevalue("gcs_root")
+@pytest.fixture
+def root(tmp_path):
+    return str(tmp_path / "store")
 
 
 def _spec(root, **changes):
@@ -61,10 +62,12 @@ def test_trial_records_round_trip_and_mark_done(root):
     store.write_measurements(spec, trial, rows)
     store.write_metadata(spec, trial, {"trial_id": 3, "status": "INFEASIBLE", "parameters": trial.parameters})
     assert store.is_done(spec, trial)
-    [loaded] = load_trials(store.fs, "quickstart")
-    assert loaded["batch_size"] == 16 and loaded["trial_id"] == 3 and loaded["status"] == "INFEASIBLE"
-    assert loaded["measurements"][1]["step"] == 5
-    assert loaded["measurements"][1]["val/classification_error"] == 0.123456789
+    assert store.read_metadata(spec, trial)["status"] == "INFEASIBLE"
+    assert store.fs.exists("quickstart/mnist_5k/fc_128_128/nesterov_momentum/16/3/measurements.csv")
+    assert store.read_measurements(spec, trial) == rows  # floats exactly, steps as int
+    assert isinstance(store.read_measurements(spec, trial)[1]["step"], int)
+    other = TrialSpec("quickstart", 16, 4, {})
+    assert store.read_measurements(spec, other) == []  # not started yet
 
 
 def test_dataset_cache_round_trip(root):
@@ -77,21 +80,14 @@ def test_dataset_cache_round_trip(root):
     assert np.array_equal(x, images) and list(y) == [0, 1]
 
 
-def test_reads_a_database_in_the_papers_released_layout(tmp_path):
-    """No study_spec.json, paper column names, a test/ column we do not write."""
-    base = tmp_path / "paper" / "fashion_mnist" / "simple_cnn_base" / "sgd" / "1024"
-    (base / "7").mkdir(parents=True)
-    (base / "study.json").write_text(json.dumps({
-        "batch_size": 1024, "dataset": "fashion_mnist", "model": "simple_cnn_base",
-        "optimizer": "sgd", "early_stopping": False, "train_steps": 0,
-        "parameter_configs": {"learning_rate": {"type": "DOUBLE", "min_value": 0.01,
-                                                "max_value": 10, "scale": "LOG_SCALE"}}}))
-    (base / "7" / "metadata.json").write_text(json.dumps(
-        {"parameters": {"learning_rate": 0.5}, "status": "COMPLETE", "steps": 300, "trial_id": 7}))
-    (base / "7" / "measurements.csv").write_text(
-        "step,train/cross_entropy_error,val/classification_error,test/classification_error\n"
-        "0,2.3,0.9,0.9\n150,0.4,0.12,0.13\n300,0.3,0.09,0.095\n")
-    [trial] = load_trials(StudyStore(str(tmp_path)).fs, "paper")
-    assert (trial["dataset"], trial["batch_size"], trial["trial_id"]) == ("fashion_mnist", 1024, 7)
-    assert [r["step"] for r in trial["measurements"]] == [0, 150, 300]
-    assert trial["measurements"][2]["test/classification_error"] == 0.095
+def test_parse_measurements_keeps_every_column_and_marks_bad_values_nan():
+    """The paper's column names and a test/ column we do not write; an unparsable value is
+    NaN, a row without a step is dropped."""
+    table = parse_measurements("step,train/cross_entropy_error,val/classification_error,"
+                               "test/classification_error\n0,2.3,0.9,0.9\n150,0.4,oops,0.13\n"
+                               ",1,1,1\n300,0.3,0.09,0.095\n")
+    assert list(table.columns) == ["step", "train/cross_entropy_error", "val/classification_error",
+                                   "test/classification_error"]
+    assert table["step"].tolist() == [0, 150, 300] and str(table["step"].dtype) == "int64"
+    assert math.isnan(table["val/classification_error"].iloc[1])
+    assert table["test/classification_error"].iloc[2] == 0.095

@@ -1,0 +1,171 @@
+"""A comparison of studies shown and written: terminal text, compare.html, compare.md,
+compare.csv and compare.json.
+
+Every function takes a ``compare.Comparison`` (not imported here: ``compare`` imports this
+module) and reads only its fields. ``write_comparison`` writes those files and the figures
+into a local folder or gs:// prefix, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from batchscale.analysis import html as H
+from batchscale.analysis.plots import STEPS
+from batchscale.store.filesystem import open_root
+
+NORMALIZED = f"normalized_{STEPS}"
+FIGURE_STEPS = "compare_steps.png"
+FIGURE_NORMALIZED = "compare_steps_normalized.png"
+FIGURE_EXAMPLES = "compare_examples.png"
+OUTPUT_FILES = ("compare.html", "compare.md", "compare.csv", "compare.json",
+                FIGURE_STEPS, FIGURE_NORMALIZED, FIGURE_EXAMPLES)
+SPLIT_NAMES = {"val": "validation", "train": "training"}
+
+
+def _value_text(table: pd.DataFrame, entry, batch_size: int, normalizing: bool) -> str:
+    row = table[(table["study"] == entry.study) & (table["batch_size"] == batch_size)]
+    if row.empty:
+        return ""  # not measured
+    if normalizing and not entry.normalized:
+        return "n/a"
+    return H.fmt(float(row[NORMALIZED if normalizing else STEPS].iloc[0]))
+
+
+def _display_wide(result) -> pd.DataFrame:
+    """batch size x study of the plotted values as text: "—" not reached, "" not measured,
+    "n/a" a study left out of the normalisation."""
+    normalizing = result.normalize_at is not None
+    table = result.table
+    sizes = sorted({int(b) for b in table["batch_size"]})
+    rows = {"batch_size": [str(b) for b in sizes]}
+    for k, entry in enumerate(result.studies, 1):
+        rows[f"[{k}]"] = [_value_text(table, entry, b, normalizing) for b in sizes]
+    return pd.DataFrame(rows)
+
+
+def _legend_line(result) -> str:
+    text = "— not reached; blank: batch size not measured"
+    if result.normalize_at is not None:
+        text += "; n/a: left out of the normalisation (see the notes)"
+    return text
+
+
+def _what(result) -> str:
+    what = f"{SPLIT_NAMES[result.split]} steps to result"
+    if result.normalize_at is not None:
+        what += f", normalised to 1 at batch size {result.normalize_at}"
+    return what
+
+
+def format_comparison(result) -> str:
+    """Plain text for the terminal: a legend of the studies, then batch size rows x study
+    columns of steps to result (normalised when asked), then the notes."""
+    lines = [f"{_what(result)}:"]
+    lines += [f"  [{k}] {e.label}  {e.location}" for k, e in enumerate(result.studies, 1)]
+    frame = _display_wide(result)
+    widths = [max(len(c), *(len(v) for v in frame[c])) for c in frame.columns]
+    lines.append("  ".join(c.rjust(w) for c, w in zip(frame.columns, widths)))
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in frame.itertuples(index=False)]
+    lines.append(f"({_legend_line(result)})")
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def _study_lines(result) -> list[tuple[str, str, str]]:
+    return [(f"[{k}]", e.label, e.location) for k, e in enumerate(result.studies, 1)]
+
+
+def _fit_table(result) -> pd.DataFrame | None:
+    rows = []
+    for e in result.studies:
+        if e.fit is None or not e.fit.fitted:
+            continue
+        row = {"study": e.label}
+        for key in ("s_min", "b_star", "perfect_scaling_end", "max_useful_batch_size"):
+            est = getattr(e.fit, key)
+            status = "" if est.status == "measured" else f" ({est.status})"
+            low, high = H.fmt(_finite(est.low)), H.fmt(_finite(est.high))
+            row[key] = f"{H.fmt(_finite(est.value))} [{low}, {high}]{status}"
+        rows.append(row)
+    return pd.DataFrame(rows) if rows else None
+
+
+def _finite(value: float) -> float | None:
+    """As compare.json holds a number: None for NaN and the infinities (shown as "—")."""
+    return float(value) if math.isfinite(value) else None
+
+
+def comparison_markdown(result) -> str:
+    lines = ["# Comparison of steps to result", "", f"{_what(result)}.", ""]
+    lines += [f"- {key} {label}: `{location}`" for key, label, location in _study_lines(result)]
+    lines += ["", *H.markdown_table(_display_wide(result)), "",
+              f"{_legend_line(result)}.", ""]
+    fits = _fit_table(result)
+    if fits is not None:
+        lines += ["## Regime fits (95% bootstrap intervals)", "", *H.markdown_table(fits), ""]
+    if result.notes:
+        lines += ["## Notes", "", *[f"- {n}" for n in result.notes], ""]
+    lines += ["## All rows", "", *H.markdown_table(result.table), ""]
+    lines += ["Figures: " + ", ".join(result.figures), ""]
+    return "\n".join(lines)
+
+
+CAPTIONS = {
+    FIGURE_NORMALIZED: "Steps to result divided by each curve's steps at the reference batch size "
+                       "(paper Figures 3–6); dashed: perfect scaling through the smallest batch "
+                       "size that reached the goal.",
+    FIGURE_STEPS: "Steps to result (paper Figures 15–17, Figure 1 style); dashed: perfect scaling "
+                  "through the smallest batch size that reached the goal.",
+    FIGURE_EXAMPLES: "Examples to result (steps × batch size); perfect scaling keeps it constant "
+                     "(dashed).",
+}
+
+
+def comparison_html(result) -> str:
+    studies = "".join(f"<li>{H.esc(k)} {H.esc(label)}: <code>{H.esc(loc)}</code></li>"
+                      for k, label, loc in _study_lines(result))
+    body = (f"<h1>Comparison of steps to result</h1><p class=\"note\">{H.esc(_what(result))}. "
+            "Steps to result: the earliest evaluation step at which a counted trial strictly beat "
+            f"the goal.</p><ul>{studies}</ul>{H.warnings(result.notes)}")
+    body += "".join(H.figure(png, CAPTIONS.get(name, name), alt=name)
+                    for name, png in result.figures.items())
+    body += "<h2>By batch size</h2>" + H.table(_display_wide(result))
+    body += f'<p class="note">{H.esc(_legend_line(result))}.</p>'
+    fits = _fit_table(result)
+    if fits is not None:
+        body += "<h2>Regime fits (95% bootstrap intervals)</h2>" + H.table(fits)
+    body += "<h2>All rows</h2>" + H.table(result.table)
+    return H.page("batchscale: compare", body)
+
+
+def comparison_json(result) -> dict:
+    """What compare.json holds: the options, notes, studies, the table's rows and the figures."""
+    records = json.loads(result.table.to_json(orient="records"))
+    return {"goal": result.goal, "split": result.split, "normalize_at": result.normalize_at,
+            "num_trials": result.num_trials, "notes": result.notes,
+            "studies": [s.to_dict() for s in result.studies], "rows": records,
+            "figures": list(result.figures)}
+
+
+def write_comparison(result, out_url: str) -> dict[str, str]:
+    """Write compare.html, compare.md, compare.csv, compare.json and the figures into
+    ``out_url`` (a local folder, created if needed, or gs://bucket/prefix); other files
+    there are left alone. Returns file name -> URL."""
+    fs = open_root(out_url)
+    texts = {"compare.html": comparison_html(result), "compare.md": comparison_markdown(result),
+             "compare.csv": result.table.to_csv(index=False),
+             "compare.json": json.dumps(comparison_json(result), indent=2)}
+    urls = {}
+    for name, text in texts.items():
+        fs.write_text(name, text)
+        urls[name] = fs.url(name)
+    for name, png in result.figures.items():
+        if name not in OUTPUT_FILES:
+            raise ValueError(f"compare: refusing to write unexpected file {name!r}")
+        fs.write_bytes(name, png)
+        urls[name] = fs.url(name)
+    return urls
