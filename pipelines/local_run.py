@@ -3,15 +3,25 @@
 Invoked by ``batchscale run --local`` as a child process, so that kfp's per-task logs
 go to a file while the parent shows concise progress:
 ``python -m batchscale.pipelines.local_run SPEC_JSON PIPELINE_ROOT``.
+
+The CLI starts this process as the leader of its own process group (the kfp task
+processes it starts join that group) and, on Ctrl-C, terminates the group. Should the
+CLI die without doing so (killed, its terminal closed), ``die_with_parent`` makes Linux
+send this process SIGTERM, which it passes on to its whole group: no task trains on
+after the command that started it is gone.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 
 from batchscale.core.spec import StudySpec
 from batchscale.validation import parse_spec
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def run_local(spec: StudySpec, pipeline_root: str) -> None:
@@ -25,7 +35,25 @@ def run_local(spec: StudySpec, pipeline_root: str) -> None:
     pipeline(study_spec=spec.to_dict(), store_root=spec.store)
 
 
+def die_with_parent() -> None:
+    """When this process leads its own group: SIGTERM ends the group, and (on Linux) the
+    parent's death sends SIGTERM. Run by hand in a shell's job, nothing changes."""
+    if os.getpgrp() != os.getpid():
+        return  # not our own group: ending "the group" would end our parent's too
+    signal.signal(signal.SIGTERM, _terminate_group)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _terminate_group(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.killpg(os.getpgrp(), signal.SIGTERM)  # the kfp task processes, and then this one
+
+
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     spec_file, pipeline_root = (argv if argv is not None else sys.argv[1:])[:2]
     with open(spec_file) as fh:
         spec = parse_spec(json.load(fh))

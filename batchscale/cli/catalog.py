@@ -1,4 +1,7 @@
-"""``batchscale workloads``: every workload with defaults, as a table or JSON.
+"""``batchscale workloads`` and ``batchscale presets``: what a study can be made of.
+
+  batchscale workloads [--json]     the workloads with defaults: goal, search space, budgets
+  batchscale presets                the trainer placement presets (GPU, TPU, CPU node pools)
 
 Plain functions over the registries (no Keras, TensorFlow or kfp import), so listing
 is instant.
@@ -6,8 +9,33 @@ is instant.
 
 from __future__ import annotations
 
+import argparse
+import json
+
 from batchscale.workloads import get_dataset
 from batchscale.workloads.defaults import WORKLOADS
+
+
+def add_commands(sub) -> None:
+    """Register ``workloads`` and ``presets`` on the CLI's subparsers."""
+    wl = sub.add_parser("workloads", help="list the workloads with defaults (goal, search space, budgets)")
+    wl.add_argument("--json", action="store_true", help="one JSON object per workload")
+    wl.set_defaults(func=cmd_workloads)
+    pre = sub.add_parser("presets", help="list the trainer placement presets (accelerators, node pools)")
+    pre.set_defaults(func=cmd_presets)
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    rows = workload_rows()
+    print(json.dumps(rows, indent=2) if args.json else format_workloads(rows))
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from batchscale.pipelines.placement import format_presets
+
+    print(format_presets())
+    return 0
 
 
 def workload_rows() -> list[dict]:

@@ -14,21 +14,24 @@ from __future__ import annotations
 
 import argparse
 
+from batchscale.cli.options import (
+    add_placement_args,
+    add_spec_args,
+    build_spec,
+    images_arg,
+    pipeline_store_arg,
+)
 from batchscale.pipelines import kfp_connect, kfp_publish
 from batchscale.pipelines.gke_settings import KSA_NAME
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from batchscale.cli.main import _spec_args, add_placement_args
-
-    _spec_args(parser)
+    add_spec_args(parser)
     add_placement_args(parser)  # --preset (choices: the placement presets) and --images
     kfp_connect.add_connection_args(parser)
 
 
-def cmd_upload(args) -> int:
-    from batchscale.cli.main import build_spec, images_arg, pipeline_store_arg
-
+def cmd_upload(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     store_root = pipeline_store_arg(args) or (spec.store if spec.store.startswith("gs://") else "")
     images = images_arg(args)
@@ -42,9 +45,7 @@ def cmd_upload(args) -> int:
     return 0
 
 
-def cmd_submit(args) -> int:
-    from batchscale.cli.main import build_spec, images_arg
-
+def cmd_submit(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     kfp_publish.require_gs_store(spec)  # before any connection is made
     images = images_arg(args)
@@ -59,7 +60,7 @@ def cmd_submit(args) -> int:
     return 0
 
 
-def add_cluster_commands(sub) -> None:
+def add_commands(sub) -> None:
     """Register ``upload`` and ``submit`` on the CLI's subparsers."""
     up = sub.add_parser("upload", help="upload the study's pipeline to Kubeflow Pipelines (idempotent)")
     _common(up)

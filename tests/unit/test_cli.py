@@ -92,7 +92,7 @@ def test_report_of_a_missing_folder_is_one_line(capsys, tmp_path):
 
 
 def test_failure_reason_names_the_task_error_not_kfps_summary():
-    from batchscale.cli.main import failure_reason
+    from batchscale.cli.study import failure_reason
 
     log = ("10:57:03 - INFO - Executing task 'prepare-data'\n    Traceback (most recent call last):\n"
            "    DatasetNotFoundError: Dataset mnist not found: no internet\n"

@@ -1,5 +1,17 @@
-"""``batchscale report``: analyse any study (ours or the paper's layout, local or gs://) and
-write its report; and the summary printed after a local run."""
+"""``batchscale report`` and ``batchscale compare``: read finished studies.
+
+  batchscale report STUDY [--goal G ...] [--trials N] [--statuses S] [--out DIR]
+      analyse one study and write its report (HTML, Markdown, CSV, JSON)
+  batchscale compare STUDY [STUDY ...] [--goal G] [--split val|train] [--normalize-at B]
+                     [--trials N] [--fit] [--out DIR]
+      overlay several studies' steps to result (the paper's Figures 3-6)
+
+STUDY is one of our studies (STORE/STUDY) or a folder of the paper's released database
+(one workload for compare); local paths and gs:// URLs both work. Thin: the work is in
+batchscale.analysis. Errors are SpecError / ValueError / FileNotFoundError, which the
+CLI's root prints as one ``batchscale: error: ...`` line (exit 2). ``print_stored_report``
+is also what ``run --local`` prints when the pipeline is done.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +22,17 @@ import json
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError
 
+DEFAULT_COMPARE_OUT = "./batchscale-compare"
+
+
+def add_commands(sub) -> None:
+    """Register ``report`` and ``compare`` on the CLI's subparsers."""
+    add_report_command(sub)
+    add_compare_command(sub)
+
 
 def add_report_command(sub) -> None:
+    """Register ``report`` on the CLI's subparsers."""
     rep = sub.add_parser(
         "report", help="analyse a study and write its report (HTML, Markdown, CSV, JSON)",
         description="Steps to result for every goal (validation and training), the regime fit "
@@ -55,7 +76,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.study, out=args.out, goals=args.goal, num_trials=args.trials,
         statuses=parse_statuses(args.statuses), step_budgets=args.step_budget,
         example_budgets=args.example_budget, resamples=args.resamples, seed=args.seed)
-    print_summary(result["steps"], summary_json(result), written["html"])
+    print_summary(result.steps, summary_json(result), written["html"])
     return 0
 
 
@@ -102,4 +123,42 @@ def print_stored_report(spec, store, elapsed: float | None = None) -> int:
     steps = pd.read_csv(io.StringIO(store.fs.read_text(f"{base}/steps_to_result.csv")))
     doc = json.loads(store.fs.read_text(f"{base}/summary.json"))
     print_summary(steps, doc, store.url(f"{base}/report.html"), elapsed)
+    return 0
+
+
+def add_compare_command(sub) -> None:
+    """Register ``compare`` on the CLI's subparsers."""
+    cmp = sub.add_parser(
+        "compare", help="overlay steps to result of several studies (the paper's Figures 3-6)",
+        description="Steps to result per batch size for several studies side by side: a table "
+                    "(batch sizes x studies), overlay figures and compare.html/.md/.csv/.json.")
+    cmp.add_argument("studies", nargs="+", metavar="STUDY",
+                     help="STORE/STUDY, or a folder of the paper's database with one workload "
+                          "(local or gs://)")
+    cmp.add_argument("--goal", metavar="G",
+                     help="goal for every study, e.g. 'classification_error<0.3' or "
+                          "'average_precision>0.31' (default: each study's first goal)")
+    cmp.add_argument("--split", default=None, choices=["val", "train"],
+                     help="measure the goal on the validation (default) or training metric")
+    cmp.add_argument("--normalize-at", type=int, metavar="B",
+                     help="divide each curve by its steps to result at batch size B (as in the "
+                          "paper's Figures 3-6)")
+    cmp.add_argument("--trials", type=int, metavar="N",
+                     help="use only the first N trials (lowest ids) at each batch size")
+    cmp.add_argument("--fit", action="store_true",
+                     help="also fit S(B) = S_min (1 + B*/B) per study and draw it with its band")
+    cmp.add_argument("--out", default=DEFAULT_COMPARE_OUT, metavar="DIR",
+                     help=f"folder or gs:// prefix for the compare files (default: {DEFAULT_COMPARE_OUT}); "
+                          "only compare.* and compare_*.png are written there")
+    cmp.set_defaults(func=cmd_compare)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from batchscale.analysis.compare import compare_studies, format_comparison, write_comparison
+
+    result = compare_studies(args.studies, goal=args.goal, split=args.split,
+                             normalize_at=args.normalize_at, num_trials=args.trials, fit=args.fit)
+    urls = write_comparison(result, args.out)
+    print(format_comparison(result))
+    print(f"compare: {urls['compare.html']}")
     return 0

@@ -1,0 +1,99 @@
+"""Options shared by several commands, and the one way from SPEC + flags to a StudySpec.
+
+``run``, ``validate``, ``compile``, ``upload`` and ``submit`` all take a study: a SPEC (a
+YAML file or a shipped study's name; default quickstart) and flags that override its
+fields. They register those flags with ``add_spec_args`` and read them back with
+``build_spec``, so every command accepts the same overrides and refuses the same bad
+values (``parse_spec`` is the one door; a bad value raises SpecError, which the root
+prints as one line). ``compile``, ``upload`` and ``submit`` also share the placement
+flags (``--preset``, ``--images``) and the check of ``--pipeline-store``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from batchscale.core.spec import SpecError, StudySpec
+from batchscale.validation import load_spec_dict, parse_spec
+
+
+def add_spec_args(parser: argparse.ArgumentParser) -> None:
+    """SPEC and the "spec overrides" flags; ``build_spec`` reads them."""
+    parser.add_argument("spec", nargs="?", help="study spec YAML, or a shipped study's name "
+                        "(quickstart, toy_resnet8); default: quickstart")
+    group = parser.add_argument_group("spec overrides")
+    group.add_argument("--workload", metavar="DATASET/MODEL",
+                       help="start from that workload's defaults instead of the quickstart "
+                            "(see `batchscale workloads`)")
+    group.add_argument("--name", help="study name (a folder under the store root)")
+    group.add_argument("--store", help="store root: a local folder or gs://bucket/prefix")
+    group.add_argument("--dataset")
+    group.add_argument("--model")
+    group.add_argument("--optimizer")
+    group.add_argument("--batch-sizes", help="comma-separated, e.g. 8,16,32")
+    group.add_argument("--trials", type=int, help="trials per batch size")
+    group.add_argument("--max-steps", type=int, help="one step budget for every batch size")
+    group.add_argument("--goal", action="append", metavar="METRIC<VALUE",
+                       help="goal (repeatable): METRIC<VALUE or METRIC>VALUE, e.g. "
+                            "classification_error<0.05")
+    group.add_argument("--seed", type=int)
+    group.add_argument("--backend", help="jax or tensorflow")
+    group.add_argument("--parallelism", type=int, help="trials trained at once")
+
+
+def build_spec(args: argparse.Namespace) -> StudySpec:
+    """The validated spec from the file (or default) with command-line overrides."""
+    if args.workload and args.spec is None:
+        dataset, _, model = args.workload.partition("/")
+        raw = {"name": f"{dataset}-{model}".replace("/", "-"), "store": "./batchscale-store",
+               "workload": {"dataset": dataset, "model": model}}
+    else:
+        raw = load_spec_dict(args.spec)
+    for key in ("name", "store", "seed", "backend", "parallelism"):
+        if getattr(args, key) is not None:
+            raw[key] = getattr(args, key)
+    workload = dict(raw.get("workload") or {})
+    for key in ("dataset", "model", "optimizer"):
+        if getattr(args, key) is not None:
+            workload[key] = getattr(args, key)
+    raw["workload"] = workload
+    if args.batch_sizes:
+        try:
+            raw["batch_sizes"] = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+        except ValueError:
+            raise SpecError(f"batch_sizes: {args.batch_sizes!r} must be comma-separated integers") from None
+        if isinstance(raw.get("max_steps"), dict) and args.max_steps is None:
+            known = {int(k): v for k, v in raw["max_steps"].items()}
+            raw["max_steps"] = {b: known.get(b, max(known.values())) for b in raw["batch_sizes"]}
+    if args.trials is not None:
+        raw["trials_per_batch_size"] = args.trials
+    if args.max_steps is not None:
+        raw["max_steps"] = args.max_steps
+    if args.goal:
+        raw["goals"] = list(args.goal)  # the one goal syntax, checked by parse_spec
+    return parse_spec(raw)
+
+
+def add_placement_args(parser: argparse.ArgumentParser) -> None:
+    """--preset and --images: where the trainer runs and which built images the pipeline names."""
+    from batchscale.pipelines.placement import PRESETS
+
+    parser.add_argument("--preset", default="cpu", choices=list(PRESETS),
+                        help="trainer placement preset (default: cpu); see `batchscale presets`")
+    parser.add_argument("--images", metavar="FILE",
+                        help="skaffold's --file-output JSON (e.g. build/images.json): the built "
+                             "image references to put in the pipeline")
+
+
+def images_arg(args: argparse.Namespace) -> dict[str, str] | None:
+    """The built image references from --images, or None (the pipeline keeps placeholders)."""
+    from batchscale.core.images import read_images_file
+
+    return read_images_file(args.images) if args.images else None
+
+
+def pipeline_store_arg(args: argparse.Namespace) -> str:
+    """--pipeline-store, checked (a cluster run writes to a bucket); "" when not given."""
+    if args.pipeline_store and not args.pipeline_store.startswith("gs://"):
+        raise SpecError("--pipeline-store: a cluster run needs a gs://bucket/prefix store")
+    return args.pipeline_store or ""

@@ -1,0 +1,176 @@
+"""``batchscale run``, ``validate`` and ``compile``: one study, from its spec.
+
+  batchscale run --local [SPEC]     the pipeline through kfp.local, with a progress line
+  batchscale validate [SPEC]        check a spec (and its flags) without running anything
+  batchscale compile [SPEC]         the pipeline YAML for Kubeflow Pipelines
+
+``run --local`` starts the pipeline in a child process (``python -m
+batchscale.pipelines.local_run``) so that kfp's per-task logs go to a file while this
+process prints one progress line per change. The child leads its own process group: on
+Ctrl-C (or any other way out of the progress loop) the whole group, the kfp task
+processes included, is terminated, then killed after STOP_GRACE_SECONDS, so nothing
+keeps training. The store is written atomically per trial, so running the same command
+again resumes: finished trials are re-used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from batchscale.cli.options import (
+    add_placement_args,
+    add_spec_args,
+    build_spec,
+    images_arg,
+    pipeline_store_arg,
+)
+from batchscale.core.spec import SpecError, StudySpec
+from batchscale.validation import parse_spec
+
+POLL_SECONDS = 3.0
+STOP_GRACE_SECONDS = 5.0
+RESUME_HINT = ("the local pipeline was stopped; run the same command again to resume "
+               "(finished trials are re-used)")
+
+
+def add_commands(sub) -> None:
+    """Register ``run``, ``compile`` and ``validate`` on the CLI's subparsers."""
+    run = sub.add_parser("run", help="run a study (locally through kfp.local)")
+    add_spec_args(run)
+    run.add_argument("--local", action="store_true", help="run on this machine with kfp.local")
+    run.add_argument("--work-dir", default=".batchscale", help="kfp outputs and logs (default: .batchscale)")
+    run.set_defaults(func=cmd_run)
+    comp = sub.add_parser("compile", help="write the pipeline YAML")
+    add_spec_args(comp)
+    comp.add_argument("--output", "-o", default="batchscale-study.yaml")
+    comp.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
+    add_placement_args(comp)
+    comp.set_defaults(func=cmd_compile)
+    val = sub.add_parser("validate", help="check a spec and print it resolved")
+    add_spec_args(val)
+    val.set_defaults(func=cmd_validate)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if not args.local:
+        raise SpecError("run: only --local runs are available here; use `batchscale compile` "
+                        "and upload the YAML to Kubeflow Pipelines to run on a cluster")
+    from batchscale.cli.analysis import print_stored_report
+    from batchscale.pipelines.progress import ProgressTracker
+    from batchscale.store.layout import StudyStore
+
+    spec = _absolute_store(build_spec(args))
+    store = StudyStore(spec.store)
+    store.check_compatible(spec)  # refuse before anything is written
+    work = os.path.abspath(args.work_dir)
+    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path = os.path.join(work, "logs", f"{spec.name}-{stamp}.log")
+    spec_path = os.path.join(work, f"{spec.name}-{stamp}.spec.json")
+    with open(spec_path, "w") as fh:
+        json.dump(spec.to_dict(), fh)
+
+    total = len(spec.batch_sizes) * spec.trials_per_batch_size
+    print(f"study {spec.name}: {spec.workload.dataset}/{spec.workload.model}/"
+          f"{spec.workload.optimizer}, {total} trials, store {store.url()}")
+    print(f"kfp task logs: {log_path}")
+    started = time.time()
+    with open(log_path, "w") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "batchscale.pipelines.local_run", spec_path,
+             os.path.join(work, "kfp-outputs")],
+            stdout=log, stderr=subprocess.STDOUT, cwd=work,
+            start_new_session=True,  # its own process group: stop_child ends the whole tree
+        )
+        try:
+            last, tracker = "", ProgressTracker(spec, store)
+            while child.poll() is None:
+                time.sleep(POLL_SECONDS)
+                try:
+                    line = tracker.poll().line()
+                except Exception:  # the store may be mid-write; try again next poll
+                    continue
+                if line != last:
+                    print(f"[{time.time() - started:6.0f}s] {line}", flush=True)
+                    last = line
+        except KeyboardInterrupt:
+            stop_child(child)
+            raise KeyboardInterrupt(RESUME_HINT) from None
+        finally:  # any other way out (e.g. stdout closed): the pipeline must not run on alone
+            if child.poll() is None:
+                stop_child(child)
+    elapsed = time.time() - started
+    if child.returncode != 0:
+        reason = failure_reason(open(log_path).read())
+        print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s: {reason}; "
+              f"full log: {log_path}", file=sys.stderr)
+        return 1
+    print(f"[{elapsed:6.0f}s] {tracker.poll().line()}")
+    return print_stored_report(spec, store, elapsed=elapsed)
+
+
+def stop_child(child: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
+    """Terminate the child's process group (local_run and the kfp task it is running), wait
+    up to ``grace`` seconds, then kill whatever is left of the group. A second Ctrl-C while
+    waiting skips the rest of the grace period."""
+    _signal_group(child, signal.SIGTERM)
+    try:
+        child.wait(timeout=grace)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    _signal_group(child, signal.SIGKILL)  # stragglers: task processes that outlived SIGTERM
+    child.wait()
+
+
+def _signal_group(child: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(child.pid, signum)  # start_new_session: the group's id is the child's pid
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already gone
+
+
+def failure_reason(log_text: str) -> str:
+    """The first exception line a task printed (what went wrong, not kfp's summary)."""
+    for line in log_text.splitlines():
+        match = re.match(r"^\s*([A-Za-z_.]*(Error|Exception)): (.*)$", line)
+        if match and "RuntimeError: Pipeline" not in line:
+            return f"{match.group(1)}: {match.group(3).strip()}"
+    return "see the log"
+
+
+def _absolute_store(spec: StudySpec) -> StudySpec:
+    if spec.store.startswith("gs://"):
+        return spec
+    raw = spec.to_dict()
+    raw["store"] = os.path.abspath(os.path.expanduser(spec.store))
+    return parse_spec(raw)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from batchscale.pipelines.study import compile_pipeline
+
+    spec = build_spec(args)
+    images = images_arg(args)
+    compile_pipeline(spec, args.output, store_root=pipeline_store_arg(args), preset=args.preset,
+                     images=images)
+    print(f"wrote {args.output} (study {spec.name}, parallelism {spec.parallelism}, preset {args.preset})")
+    if not (args.pipeline_store or spec.store.startswith("gs://")):
+        print("note: the default store is a local folder; pass --pipeline-store gs://BUCKET/PREFIX "
+              "or set store_root when starting the run on a cluster", file=sys.stderr)
+    if images is None:
+        print("note: no --images given, so the pipeline names placeholder images (*:dev); build "
+              "them with `skaffold build --file-output build/images.json`", file=sys.stderr)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    spec = build_spec(args)
+    print(json.dumps(spec.to_dict(), indent=2))
+    return 0

@@ -1,0 +1,189 @@
+"""The ``batchscale`` console script, run as a real process, ends cleanly on a closed pipe
+and on Ctrl-C: the right exit status, at most one line on stderr, never a traceback, and
+after ``run --local`` no process of the pipeline left running.
+
+Each test starts ``.venv/bin/batchscale`` (the installed entry point, not ``main()``),
+because what is tested is the process: Python's handling of SIGPIPE and SIGINT, the flush
+at interpreter exit, the child process tree of ``run --local``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from batchscale.cli.main import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
+from batchscale.cli.study import RESUME_HINT
+from tests.conftest import tiny_spec_dict
+
+SCRIPT = Path(sys.executable).with_name("batchscale")
+pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason=f"no console script at {SCRIPT}")
+
+
+def _wait_for(condition, timeout: float, what: str, poll: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def _alive(pids) -> list[int]:
+    """The pids that still run (a zombie waiting for its reaper has stopped)."""
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _in_group(pgid: int) -> list[int]:
+    """Every live process of process group ``pgid``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                found.append(proc.pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return _alive(found)
+
+
+# ---- a closed pipe ------------------------------------------------------------------
+def _env(buffered: bool) -> dict:
+    """Python's stdout is block-buffered on a pipe unless PYTHONUNBUFFERED is set (as in
+    some CI and container images): a closed pipe then shows at the print or at the flush."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    return env if buffered else {**env, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("argv", [["workloads", "--json"], ["workloads"], ["presets"], ["validate"],
+                                  ["--help"]], ids=" ".join)
+def test_stdout_closed_before_the_output_exits_quietly(argv, buffered):
+    """The reader is gone before batchscale writes (the read end is closed at once), so the
+    output meets EPIPE every time: exit 141 as a tool ended by SIGPIPE, stderr empty.
+    (Unbuffered, argparse itself swallows the error of writing --help and exits 0.)"""
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([str(SCRIPT), *argv], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                            env=_env(buffered))
+    os.close(write_end)
+    os.close(read_end)
+    _, err = proc.communicate(timeout=60)
+    assert err == "", err
+    assert proc.returncode == (0 if argv == ["--help"] and not buffered else EXIT_BROKEN_PIPE)
+
+
+def test_workloads_json_piped_to_head():
+    """The issue's case as a user types it; the head may close before or after batchscale
+    has written everything (the output fits the pipe), so either 0 or 141, never a trace."""
+    done = subprocess.run(["bash", "-c", f'"{SCRIPT}" workloads --json | head -1; '
+                                         'echo "status ${PIPESTATUS[0]}" >&2'],
+                          capture_output=True, text=True, timeout=60, env=_env(buffered=True))
+    assert done.stdout == "[\n"
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1] in ("status 0", f"status {EXIT_BROKEN_PIPE}")
+
+
+# ---- Ctrl-C -------------------------------------------------------------------------
+def test_ctrl_c_in_a_command_exits_130_with_one_line(tmp_path):
+    """``validate`` blocked reading its spec from a FIFO stands for any command that is
+    busy: SIGINT gives exit 130 and exactly ``batchscale: interrupted``."""
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([str(SCRIPT), "validate", str(fifo)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+    def reader_is_there():  # opening a FIFO's write end without a reader fails with ENXIO
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as err:
+            assert err.errno == errno.ENXIO and proc.poll() is None, (err, proc.poll())
+            return None
+
+    writer = _wait_for(reader_is_there, 60, "batchscale to open the spec")
+    try:
+        time.sleep(0.2)  # into yaml's read, which blocks: the writer stays open, writes nothing
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        os.close(writer)
+    assert proc.returncode == EXIT_INTERRUPTED
+    assert err == "batchscale: interrupted\n" and out == ""
+
+
+@pytest.fixture
+def local_run(tmp_path):
+    """Start `run --local` on the tiny study and wait until a trial trains; returns the CLI's
+    Popen, local_run's pid and the pids of the tree then. Kills what a failing test leaves."""
+    started, trees = [], []
+
+    def start():
+        spec = tmp_path / "tiny.yaml"
+        spec.write_text(yaml.safe_dump(tiny_spec_dict(str(tmp_path / "store"))))
+        proc = subprocess.Popen([str(SCRIPT), "run", "--local", str(spec), "--work-dir", str(tmp_path / "w")],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+
+        def training():  # kfp.local runs each task as `python -m kfp.dsl.executor_main ...`
+            assert proc.poll() is None, proc.communicate()
+            tree = psutil.Process(proc.pid).children(recursive=True)
+            try:
+                tasks = [p for p in tree if "--function_to_execute train_trial" in " ".join(p.cmdline())]
+            except psutil.NoSuchProcess:
+                return None
+            return tree if tasks else None
+
+        tree = _wait_for(training, 180, "a train_trial task of `run --local`", poll=0.05)
+        trees.append(tree)
+        [child] = psutil.Process(proc.pid).children()  # local_run, leader of the pipeline's group
+        assert os.getpgid(child.pid) == child.pid
+        return proc, child.pid, [p.pid for p in tree]  # tree: local_run and the task processes
+
+    yield start
+    for proc in started:
+        try:
+            leftovers = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            leftovers = []
+        for process in leftovers + [p for tree in trees for p in tree]:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        proc.communicate()
+
+
+def test_ctrl_c_stops_a_local_run_and_its_task_processes(local_run):
+    proc, child, tree = local_run()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert err == f"batchscale: interrupted: {RESUME_HINT}\n", err
+    assert out.startswith("study tiny: digits/fc_32/nesterov_momentum, 4 trials")
+    # stop_child waited for local_run and killed its group before returning: nothing trains on
+    assert _alive(tree) == [] and _in_group(child) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+def test_a_killed_cli_takes_its_local_run_along(local_run):
+    """SIGKILL leaves the CLI no chance to stop its child: local_run's parent-death signal
+    (SIGTERM, passed on to its process group) must."""
+    proc, child, tree = local_run()
+    proc.kill()
+    proc.communicate(timeout=30)
+    _wait_for(lambda: _alive(tree) == [] and _in_group(child) == [], 30, "the pipeline's processes to end")
