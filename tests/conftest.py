@@ -3,18 +3,21 @@
 Tiers by cost, assigned by folder (a test's marker is its folder's name):
 
 - ``unit`` (tests/unit): no subprocess, no network, no emulator, no training beyond a few
-  steps; the whole tier runs in under a minute on a 2-core machine.
+  steps; the whole tier runs in under a minute on a 2-core machine. tests/unit/conftest.py
+  fails a unit test that starts a process or opens a connection.
 - ``integration`` (tests/integration): the GCS emulator, the KFP REST stand-in, kustomize,
   hadolint, the headless browser, subprocesses, short trials, KFP components run alone.
 - ``e2e`` (tests/e2e): whole studies through ``batchscale run --local`` (kfp.local).
 
 ``pytest -m unit`` runs one tier; the summary at the end of every run prints each tier's
-time (the sum of its tests' setup, call and teardown).
+time (the sum of its tests' setup, call and teardown) and the whole run's wall time
+(collection, which imports every test module, included).
 """
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections import defaultdict
 from http import HTTPStatus
@@ -34,26 +37,36 @@ TIERS = ("unit", "integration", "e2e")
 _TESTS = Path(__file__).resolve().parent
 _tier_seconds: dict[str, float] = defaultdict(float)
 _tier_counts: dict[str, int] = defaultdict(int)
+_clock: dict[str, float] = {}  # "start" of the session, "collected" when collection ended
 
 
-def _tier(path) -> str | None:
-    parts = Path(str(path)).resolve().relative_to(_TESTS).parts
-    return parts[0] if parts and parts[0] in TIERS else None
+def _tier(nodeid: str) -> str | None:
+    """The tier of a test from its node id (``tests/<tier>/test_x.py::test_y``)."""
+    parts = Path(nodeid.split("::", 1)[0]).parts
+    return parts[1] if len(parts) > 2 and parts[0] == _TESTS.name and parts[1] in TIERS else None
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        tier = _tier(item.path)
+        tier = _tier(item.nodeid)
         if tier is None:
             raise pytest.UsageError(f"{item.nodeid}: every test lives in one of tests/{{{','.join(TIERS)}}}/")
         item.add_marker(getattr(pytest.mark, tier))
 
 
 def pytest_runtest_logreport(report):
-    tier = _tier(report.fspath)
+    tier = _tier(report.nodeid)
     if tier:
         _tier_seconds[tier] += report.duration
         _tier_counts[tier] += report.when == "call"
+
+
+def pytest_sessionstart(session):
+    _clock["start"] = time.perf_counter()
+
+
+def pytest_collection_finish(session):
+    _clock["collected"] = time.perf_counter()
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -64,6 +77,12 @@ def pytest_terminal_summary(terminalreporter):
         if _tier_counts[tier]:
             terminalreporter.write_line(
                 f"{tier:<12} {_tier_counts[tier]:>4} tests  {_tier_seconds[tier]:7.1f} s")
+    if "start" in _clock:
+        wall = time.perf_counter() - _clock["start"]
+        collection = _clock.get("collected", _clock["start"]) - _clock["start"]
+        tests = sum(_tier_counts.values())
+        terminalreporter.write_line(
+            f"{'whole run':<12} {tests:>4} tests  {wall:7.1f} s wall (collection {collection:.1f} s)")
 
 
 def _patch_generation_preconditions(mp: pytest.MonkeyPatch) -> None:

