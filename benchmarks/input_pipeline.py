@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from batchscale.store.layout import StudyStore  # noqa: E402
 from batchscale.workloads import get_dataset  # noqa: E402
-from batchscale.workloads.datasets import open_pipeline  # noqa: E402
+from batchscale.workloads.dataset_registry import open_pipeline  # noqa: E402
 from batchscale.workloads.shards import write_split  # noqa: E402
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from batchscale.store.layout import StudyStore
-from batchscale.workloads import text
+from batchscale.workloads import text_datasets as text
 from batchscale.workloads.prepare import prepare_dataset
 
 

@@ -25,7 +25,7 @@ from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
 from batchscale.workloads import build_model, get_dataset
 from batchscale.workloads.data_order import EpochPermutations
-from batchscale.workloads.datasets import open_pipeline
+from batchscale.workloads.dataset_registry import open_pipeline
 
 FLUSH_SECONDS = 5.0  # how often measurements reach the store while a trial runs
 

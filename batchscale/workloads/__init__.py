@@ -6,7 +6,7 @@ the registries here hold plain metadata; the loaders and model builders they poi
 import their heavy libraries only when called.
 """
 
-from batchscale.workloads.datasets import DATASETS, DatasetInfo, get_dataset
+from batchscale.workloads.dataset_registry import DATASETS, DatasetInfo, get_dataset
 from batchscale.workloads.models import MODEL_FAMILIES, TASKS, build_model, check_model_name, model_tasks
 
 __all__ = [

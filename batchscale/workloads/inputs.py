@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from batchscale.workloads.data_order import EpochPermutations
-from batchscale.workloads.dataset_info import SPLITS
+from batchscale.workloads.dataset_record import SPLITS
 
 CPUS_ENV = "BATCHSCALE_CPUS"  # set on cluster pods from the placement preset's CPU request
 

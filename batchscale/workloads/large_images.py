@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from batchscale.workloads.dataset_info import SPLITS, DatasetInfo
+from batchscale.workloads.dataset_record import SPLITS, DatasetInfo
 from batchscale.workloads.shards import write_split
 
 EXAMPLES_PER_SHARD = 1000  # ~100 MB of ImageNet JPEGs: few files, yet many shards to shuffle

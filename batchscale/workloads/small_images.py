@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from batchscale.workloads.dataset_info import SPLITS, DatasetInfo
+from batchscale.workloads.dataset_record import SPLITS, DatasetInfo
 from batchscale.workloads.inputs import ArrayPipeline
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from batchscale.workloads.dataset_info import DatasetInfo
+from batchscale.workloads.dataset_record import DatasetInfo
 from batchscale.workloads.inputs import InputPipeline
 from batchscale.workloads.shards import ShardReader
 from batchscale.workloads.tokenizer import EOS_ID

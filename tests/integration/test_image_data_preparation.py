@@ -14,7 +14,7 @@ import pytest
 
 from batchscale.store.layout import StudyStore
 from batchscale.workloads import get_dataset
-from batchscale.workloads.datasets import open_pipeline
+from batchscale.workloads.dataset_registry import open_pipeline
 from batchscale.workloads.image_stream import MEAN_RGB
 from batchscale.workloads.large_images import human_positives, prepare_imagenet
 from batchscale.workloads.prepare import prepare_dataset

@@ -31,7 +31,7 @@ def test_workload_registry_import_pulls_in_no_heavy_library():
 
 
 def test_data_set_registry_imports_no_tensorflow():
-    code = ("import sys, batchscale.workloads.datasets; "
+    code = ("import sys, batchscale.workloads.dataset_registry; "
             "assert not any(m.split('.')[0] in ('tensorflow', 'tensorflow_datasets') for m in sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from batchscale.store.layout import StudyStore
-from batchscale.workloads import text
-from batchscale.workloads.datasets import get_dataset, open_pipeline
+from batchscale.workloads import text_datasets as text
+from batchscale.workloads.dataset_registry import get_dataset, open_pipeline
 from batchscale.workloads.tokenizer import EOS_ID, SubwordTokenizer, encode_all
 from tests.mock_sources import C4_TINY, CORPUS, LM1B_TINY, english, mock_corpus
 from tests.mock_sources import prepare_text as prepare

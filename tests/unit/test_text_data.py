@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from batchscale.workloads import text
-from batchscale.workloads.datasets import get_dataset
+from batchscale.workloads import text_datasets as text
+from batchscale.workloads.dataset_registry import get_dataset
 from batchscale.workloads.defaults import workload_defaults
 from batchscale.workloads.text_pipeline import Ragged
 

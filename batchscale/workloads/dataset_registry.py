@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 
-from batchscale.workloads.dataset_info import (  # noqa: F401  (re-exported)
+from batchscale.workloads.dataset_record import (  # noqa: F401  (re-exported)
     SPLITS,
     STORAGE_KINDS,
     TASK_METRICS,
@@ -31,7 +31,7 @@ def _registry() -> dict[str, DatasetInfo]:
     from batchscale.workloads import small_images
 
     infos = list(small_images.DATASETS)
-    for module in ("large_images", "text"):
+    for module in ("large_images", "text_datasets"):
         try:
             infos += importlib.import_module(f"batchscale.workloads.{module}").DATASETS
         except ModuleNotFoundError as err:

@@ -39,7 +39,7 @@ from itertools import islice
 
 import numpy as np
 
-from batchscale.workloads.dataset_info import DatasetInfo
+from batchscale.workloads.dataset_record import DatasetInfo
 from batchscale.workloads.shards import write_split
 from batchscale.workloads.text_pipeline import TextPipeline  # noqa: F401  (the pipeline)
 from batchscale.workloads.tokenizer import EOS_ID, SubwordTokenizer, default_workers, encode_all
