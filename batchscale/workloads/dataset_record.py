@@ -6,7 +6,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from batchscale.core.names import DATA_SPLITS as SPLITS  # noqa: F401  (re-exported)
-from batchscale.core.names import TASK_METRICS, TASKS  # noqa: F401
+from batchscale.core.names import TASK_METRICS
 
 STORAGE_KINDS = ("arrays", "shards")
 

@@ -18,13 +18,7 @@ from __future__ import annotations
 
 import importlib
 
-from batchscale.workloads.dataset_record import (  # noqa: F401  (re-exported)
-    SPLITS,
-    STORAGE_KINDS,
-    TASK_METRICS,
-    TASKS,
-    DatasetInfo,
-)
+from batchscale.workloads.dataset_record import DatasetInfo
 
 
 def _registry() -> dict[str, DatasetInfo]:
