@@ -134,9 +134,8 @@ def load_study(location: str, goals=None, num_trials: int | None = None,
 def _our_spec(fs: Storage, location: str) -> StudySpec | None:
     if not fs.exists("study_spec.json"):
         return None
-    spec = parse_spec(json.loads(fs.read_text("study_spec.json")))
-    root = location.rpartition("/")[0]
-    return parse_spec({**spec.to_dict(), "store": root}) if spec.store != root else spec
+    # Parsed once, with the store it was read from (a copied store keeps its old root).
+    return parse_spec({**json.loads(fs.read_text("study_spec.json")), "store": location.rpartition("/")[0]})
 
 
 def _is_batch_dir(fs: Storage, path: str) -> bool:
