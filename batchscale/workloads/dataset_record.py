@@ -5,10 +5,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-from batchscale.core.names import DATA_SPLITS as SPLITS  # noqa: F401  (re-exported)
-from batchscale.core.names import TASK_METRICS
-
-STORAGE_KINDS = ("arrays", "shards")
+from batchscale.core.names import DATA_SPLITS, TASK_METRICS
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ class DatasetInfo:
     input_shape: tuple
     split_sizes: dict[str, int]
     task: str = "classification"
-    storage: str = "arrays"
+    storage: str = "arrays"  # "arrays" (held in memory) or "shards" (streamed from the store)
     pipeline: str = ""  # "module:Class" streaming the shards (storage "shards" only)
     pixel_max: float = 255.0
     options: dict = field(default_factory=dict)
@@ -57,7 +54,7 @@ class DatasetInfo:
         """
         splits = dict(self.function(self.loader)())
         mock = bool(splits.pop("mock", False))
-        for split in SPLITS:
+        for split in DATA_SPLITS:
             images, labels = splits[split]
             if len(labels) != len(images) or not len(images):
                 raise RuntimeError(f"{self.name}: loader returned {len(images)} {split} images "

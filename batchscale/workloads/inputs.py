@@ -30,8 +30,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from batchscale.core.names import DATA_SPLITS
 from batchscale.workloads.data_order import EpochPermutations
-from batchscale.workloads.dataset_record import SPLITS
 
 CPUS_ENV = "BATCHSCALE_CPUS"  # set on cluster pods from the placement preset's CPU request
 
@@ -89,7 +89,7 @@ class ArrayPipeline(InputPipeline):
     @staticmethod
     def read_splits(store, name: str) -> dict:
         """Every split of a prepared "arrays" data set, as stored (uint8 images, labels)."""
-        return {split: store.read_split(name, split) for split in SPLITS}
+        return {split: store.read_split(name, split) for split in DATA_SPLITS}
 
     def scale(self, images: np.ndarray) -> np.ndarray:
         """Model inputs from stored images: float32 in [0, 1]."""

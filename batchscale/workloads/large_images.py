@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from batchscale.workloads.dataset_record import SPLITS, DatasetInfo
+from batchscale.core.names import DATA_SPLITS
+from batchscale.workloads.dataset_record import DatasetInfo
 from batchscale.workloads.shards import write_split
 
 EXAMPLES_PER_SHARD = 1000  # ~100 MB of ImageNet JPEGs: few files, yet many shards to shuffle
@@ -51,7 +52,7 @@ def _write_splits(store, info: DatasetInfo, builder, slices: dict, examples, log
 
     mock = builder.info.splits.total_num_examples == 0
     splits = {}
-    for split in SPLITS:
+    for split in DATA_SPLITS:
         dataset = builder.as_dataset(split=slices[split], decoders=decoders, shuffle_files=False)
         splits[split] = write_split(store.fs, f"datasets/{info.name}", split,
                                     examples(split, tfds.as_numpy(dataset)), examples_per_shard, log)
@@ -98,7 +99,7 @@ def prepare_open_images(store, info: DatasetInfo, log=print,
     builder = _builder(OPEN_IMAGES_TFDS)
     objects = builder.info.features["objects_trainable"]
     human = np.array([objects["source"].str2int(name) for name in HUMAN_SOURCES])
-    dropped = dict.fromkeys(SPLITS, 0)
+    dropped = dict.fromkeys(DATA_SPLITS, 0)
 
     def examples(split, source):
         for example in source:
@@ -110,7 +111,7 @@ def prepare_open_images(store, info: DatasetInfo, log=print,
 
     decoders = tfds.decode.PartialDecoding(
         {"image": True, "objects_trainable": True}, decoders={"image": tfds.decode.SkipDecoding()})
-    slices = {split: split for split in SPLITS}
+    slices = {split: split for split in DATA_SPLITS}
     record = _write_splits(store, info, builder, slices, examples, log, examples_per_shard, decoders)
     log(f"  left out images without a human-verified trainable positive: {dropped}")
     return {**record, "num_classes": objects["label"].num_classes,

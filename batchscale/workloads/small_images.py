@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from batchscale.workloads.dataset_record import SPLITS, DatasetInfo
+from batchscale.core.names import DATA_SPLITS
+from batchscale.workloads.dataset_record import DatasetInfo
 from batchscale.workloads.inputs import ArrayPipeline
 
 
@@ -20,7 +21,7 @@ def _shuffled_split(images, labels, sizes, seed=0):
     order = np.random.default_rng(seed).permutation(len(images))
     images, labels = images[order], labels[order]
     out, start = {}, 0
-    for split in SPLITS:
+    for split in DATA_SPLITS:
         stop = start + sizes[split]
         out[split] = (images[start:stop], labels[start:stop].astype(np.int64))
         start = stop
