@@ -195,3 +195,23 @@ class TrialSpec:
     @classmethod
     def from_dict(cls, raw: dict) -> TrialSpec:
         return cls(raw["study"], int(raw["batch_size"]), int(raw["trial_id"]), dict(raw["parameters"]))
+
+
+@dataclass(frozen=True)
+class PackSpec:
+    """Trials of one batch size that one task trains together: only their ids travel
+    (through KFP's loop items); the task re-derives each trial's metaparameters from the
+    study spec (``batchscale.search.trials``), so a pack descriptor stays a few bytes."""
+
+    pack_id: str
+    batch_size: int
+    trial_ids: tuple[int, ...]
+
+    def to_dict(self) -> dict:
+        return {"pack_id": self.pack_id, "batch_size": self.batch_size,
+                "trial_ids": list(self.trial_ids)}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> PackSpec:
+        return cls(str(raw["pack_id"]), int(raw["batch_size"]),
+                   tuple(int(t) for t in raw["trial_ids"]))
