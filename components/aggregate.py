@@ -1,7 +1,5 @@
-"""KFP wrapper of report_study, after every trial: the study's answer, in the store and in the
+"""KFP wrapper of report_study, the fan-in: the study's answer, in the store and in the
 Kubeflow UI (goal detection is folded in: the report writes report/goal_steps.csv)."""
-
-from typing import List
 
 from kfp import dsl
 from kfp.dsl import HTML, Markdown, Metrics, Output
@@ -10,11 +8,12 @@ from batchscale.core.images import LIGHT_IMAGE
 
 
 @dsl.component(base_image=LIGHT_IMAGE, install_kfp_package=False)
-def aggregate(study_spec: dict, store_root: str, statuses: List[str],
+def aggregate(study_spec: dict, store_root: str,
               report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]) -> str:
     """Per-trial goal steps, steps to result, regimes, figures and report, read from the
-    store; ``statuses`` are this run's trial outcomes (collected from the loop, so this
-    runs after every trial). Returns the report's location."""
+    store, the source of truth. It takes no output of the pack tasks, so it can run after
+    some of them failed (the pipeline runs it once the loop is over, whatever its
+    outcome); the report then names the trials still missing. Returns the report's location."""
     from batchscale.analysis.report import kfp_metrics, report_study
     from batchscale.analysis.report_pages import format_table
     from batchscale.validation import resolve_spec
@@ -27,7 +26,6 @@ def aggregate(study_spec: dict, store_root: str, statuses: List[str],
         fh.write(written["pages"]["markdown"])
     for name, value in kfp_metrics(analysis).items():
         metrics.log_metric(name, value)
-    counts = {s: statuses.count(s) for s in sorted(set(statuses))}
-    print(f"this run's trials: {counts}; goal steps per trial in {written['goal_steps']}")
+    print(f"goal steps per trial in {written['goal_steps']}")
     print(format_table(analysis.steps))
     return written["html"]

@@ -31,7 +31,7 @@ def run_local(spec: StudySpec, pipeline_root: str) -> None:
     from batchscale.pipelines.study import build_pipeline
 
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root)
-    pipeline = build_pipeline(spec, store_root=spec.store)
+    pipeline = build_pipeline(spec, store_root=spec.store, retries=0)  # fail fast: rerun resumes
     pipeline(study_spec=spec.to_dict(), store_root=spec.store)
 
 

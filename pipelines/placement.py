@@ -10,10 +10,18 @@ selectors, so they run on the cluster's default pool and never hold an accelerat
 The preset is chosen per study at compile time (one compiled pipeline per preset,
 ``batchscale-study-<preset>``), not by a run parameter: the image, accelerator, selectors
 and tolerations must change together, and a preset is that coupled choice.
+
+A preset also bounds how many trials one trainer pod trains together (``max_pack``, see
+``pack_size_for``) and how long a pack task's pod may run (``pack_timeout_seconds``: a
+day on CPU, where the small workloads run; a week on accelerators, where a pack of
+ImageNet trials trains one after another). Only a hung pod should reach it; a pack
+stopped by it loses no finished evaluation (checkpoints) and resumes when retried or
+resubmitted.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from batchscale.core.images import LIGHT as LIGHT_NAME
@@ -22,6 +30,8 @@ from batchscale.core.images import TRAINER_GPU, TRAINER_TPU
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
 SPOT_LABEL = "cloud.google.com/gke-spot"
+# At most about this many pack tasks (ParallelFor iterations) per study; see pack_size_for.
+MAX_PACK_TASKS = 150
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,11 @@ class Preset:
     tolerations: tuple[Toleration, ...] = ()
     machine_type: str | None = None
     description: str = ""
+    # At most this many trials trained together in one pack task (see pack_size_for), and
+    # the pack pod's activeDeadlineSeconds: a pod still running then (hung, or a long pack)
+    # is stopped; its trials' checkpoints survive, and a retry or a resubmission resumes.
+    max_pack: int = 64
+    pack_timeout_seconds: int = 7 * 24 * 3600
 
 
 _SPOT = Toleration(SPOT_LABEL, operator="Equal", value="true")
@@ -61,18 +76,25 @@ def _gpu(label: str, machine: str, cpu: str, memory: str, what: str) -> Preset:
 
 
 def _tpu(topology: str, chips: int, machine: str, cpu: str, memory: str) -> Preset:
+    # Several chips: one trial per pod, spread data-parallel over the chips (a small model
+    # belongs on tpu-v5e-1x1, where a pack of its trials shares the one chip).
     return Preset(
         cpu=cpu, memory=memory, image=TRAINER_TPU, accelerator=TPU_RESOURCE, accelerator_count=chips,
         node_selectors={"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
                         "cloud.google.com/gke-tpu-topology": topology, SPOT_LABEL: "true"},
         tolerations=(Toleration(TPU_RESOURCE), _SPOT), machine_type=machine,
-        description=f"TPU v5e {topology}: {chips} chip(s), one host")
+        description=f"TPU v5e {topology}: {chips} chip(s), one host",
+        max_pack=64 if chips == 1 else 1)
 
 
 # CPU/memory requests leave room under each machine type's allocatable for GKE's daemons.
 PRESETS: dict[str, Preset] = {
+    # A CPU pod's few cores step a vmapped pack about as fast as its trials one by one:
+    # a pack there mostly saves start-up (imports, data, compilation), which 16 trials
+    # amortise well, and a modest pack keeps the memory of a 4-8 GB pod in bounds.
     "cpu": Preset(cpu="2", memory="4G", cpu_limit="4", memory_limit="8G",
-                  description="the cluster's default CPU pool, no accelerator"),
+                  description="the cluster's default CPU pool, no accelerator", max_pack=16,
+                  pack_timeout_seconds=24 * 3600),
     "nvidia-l4": _gpu("nvidia-l4", "g2-standard-8", "6", "24Gi", "1 NVIDIA L4 (24 GB), spot"),
     "nvidia-a100-80gb": _gpu("nvidia-a100-80gb", "a2-ultragpu-1g", "10", "140Gi",
                              "1 NVIDIA A100 80 GB, spot"),
@@ -89,6 +111,34 @@ def get_preset(name: str) -> Preset:
     if name not in PRESETS:
         raise ValueError(f"unknown placement preset {name!r}; allowed: {', '.join(PRESETS)}")
     return PRESETS[name]
+
+
+def pack_size_for(spec, preset_name: str) -> int:
+    """Trials per pack task for ``spec`` on preset ``preset_name``.
+
+    ``spec.pack_size`` when the spec sets it (> 0); otherwise the smaller of what one
+    accelerator trains together for this model (the workload's ``pack_capacity``:
+    MNIST-family fc/simple CNN 64/32, ResNet-8 16, ImageNet, Open Images and the language
+    models 1; ``batchscale.workloads.defaults.pack_capacity``) and the preset's cap
+    ``max_pack`` (cpu 16, one-chip accelerators 64, multi-chip TPUs 1, whose one trial is
+    spread data-parallel over the chips), and never more than the trials of a batch size.
+    Where that would make more than ``MAX_PACK_TASKS`` pack tasks (ImageNet's 11 batch
+    sizes x 100 trials, one per accelerator: 1,100), the pack grows until the study fits
+    in that many: its trials then train a group at a time, one group after another, in
+    the same pod (Kubeflow's UI and Argo struggle near a thousand pods, and each pod pays
+    its start-up and image pull).
+    """
+    from batchscale.workloads.defaults import pack_capacity
+
+    if spec.pack_size > 0:
+        return spec.pack_size
+    trials = spec.trials_per_batch_size
+    together = min(pack_capacity(spec.workload.dataset, spec.workload.model),
+                   get_preset(preset_name).max_pack, trials)
+    size = max(1, together)
+    while len(spec.batch_sizes) * math.ceil(trials / size) > MAX_PACK_TASKS and size < trials:
+        size += 1  # more trials per pack, trained one group after another
+    return size
 
 
 def place(task, preset: Preset, image: str | None = None):

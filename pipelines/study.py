@@ -1,27 +1,69 @@
-"""The study pipeline: prepare_data -> make_trials -> ParallelFor(train_trial) -> aggregate.
+"""The study pipeline: prepare_data -> make_packs -> ParallelFor(train_pack), then aggregate.
 
-``aggregate`` runs once every trial of the loop has finished (it takes their collected
-statuses) and reads the store: goal detection is folded into it, so per-trial goal steps
-(report/goal_steps.csv), steps to result, regimes and the report come from one read of the
-study, and it hands the Kubeflow UI the report (HTML), its summary (Markdown) and Metrics.
+Packs, not trials, are the loop's items: ``make_packs`` emits small descriptors (pack id,
+batch size, trial ids; ``batchscale.search.packs``) and each ``train_pack`` task
+re-derives its trials from the study spec and trains them together in one pod. The pack
+size is resolved when the pipeline is built (``pack_size_for(spec, preset)``) and passed
+as a constant, so a paper-size study is ~100-200 loop iterations, not one per trial.
 
-``build_pipeline`` makes the @dsl.pipeline for a given default spec and placement
-preset: its parameters default to that spec, so a run started from the Kubeflow UI as is
-runs that study, and its ParallelFor parallelism (a compile-time constant in KFP) is the
-spec's. The preset places the trainer (accelerator, node selectors, tolerations, image);
-one compiled pipeline per preset, named ``batchscale-study-<preset>``.
+Faults (a spot pod may be preempted at any moment):
+
+- ``aggregate`` takes no output of the loop and runs once everything else is over,
+  whatever its outcome: it is the exit task of a ``dsl.ExitHandler`` around the other
+  steps, which compiles to a task with trigger policy ALL_UPSTREAM_TASKS_COMPLETED that
+  depends on the handler's sub-DAG (kfp.local 2.17 runs it after a failed pack, and the
+  KFP backend turns it into an exit hook of that sub-DAG). Not
+  ``.after(<loop>).ignore_upstream_failure()``: it compiles and runs in kfp.local too,
+  but the KFP 2.17 backend attaches such a task's exit hook only to non-loop tasks
+  (``argocompiler/dag.go`` hands the hook to DAG and container tasks; a ParallelFor's
+  iterator task drops it), so on a cluster it would never run. ``aggregate`` reads the
+  store, the source of truth, so the report covers every trial that finished and names
+  the missing ones; submitting the same spec again resumes.
+- Retries: ``set_retry`` on a task placed directly in a ParallelFor is dropped by the
+  KFP backend (kubeflow/pipelines #12389, #13897), so the pack task sits one level down,
+  in a nested pipeline (``train_pack_retried``) used as the loop body, and carries its
+  retry policy there. See docs/gke.md for what the compiled YAML holds and what is (not)
+  known about the backend honouring it.
+- Timeout: the pack task's pod gets ``activeDeadlineSeconds`` = the preset's
+  ``pack_timeout_seconds`` (kfp-kubernetes ``set_timeout``); checkpoints survive it.
+
+Caching is off for every task, each for its own reason; a cached step must never hide
+unfinished trials or stale results:
+
+- ``prepare_data``: its real output is the data set cache in the store; a cached step
+  would skip rebuilding a cache that was deleted. It is a no-op when the cache is there.
+- ``make_packs``: it registers the study (study_spec.json, each batch size's
+  study.json) in the store, a side effect every run needs (the store may be new or
+  wiped); its output alone is cheap to recompute.
+- ``train_pack``: a cached pack would replay an old status line while its trials are
+  INCOMPLETE, checkpointed or gone from the store; re-running a finished pack only
+  re-uses its finished trials (seconds).
+- ``aggregate``: its inputs (spec, store root) do not change when the store does; a
+  cached report would miss every trial finished since.
+
+``build_pipeline`` makes the @dsl.pipeline for a given default spec and placement preset:
+its parameters default to that spec, so a run started from the Kubeflow UI as is runs
+that study, and its ParallelFor parallelism (a compile-time constant in KFP, pack tasks
+at once) is the spec's. The preset places the trainer (accelerator, node selectors,
+tolerations, image, timeout); one compiled pipeline per preset, ``batchscale-study-<preset>``.
 """
 
 from kfp import dsl
 
 from batchscale.components.aggregate import aggregate
-from batchscale.components.make_trials import make_trials
+from batchscale.components.make_packs import make_packs
 from batchscale.components.prepare_data import prepare_data
-from batchscale.components.train_trial import train_trial
+from batchscale.components.train_pack import train_pack
 from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
 from batchscale.core.images import image_reference
 from batchscale.core.spec import StudySpec
-from batchscale.pipelines.placement import LIGHT, get_preset, place
+from batchscale.pipelines.placement import LIGHT, get_preset, pack_size_for, place
+
+# A failed pack task (a preempted pod, most often) is tried again this many times, after a
+# minute and then doubling (the node pool needs that long to bring up a new spot node).
+PACK_RETRIES = 2
+PACK_RETRY_BACKOFF = "60s"
+PACK_RETRY_MAX_BACKOFF = "600s"
 
 
 def pipeline_name(preset: str) -> str:
@@ -30,34 +72,52 @@ def pipeline_name(preset: str) -> str:
 
 
 def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cpu",
-                   images: dict[str, str] | None = None):
+                   images: dict[str, str] | None = None, retries: int = PACK_RETRIES):
     """The pipeline function, with ``spec`` (and ``store_root``) as parameter defaults.
 
     ``images`` maps image names to built references (skaffold's output); without it the
-    components keep their ``:dev`` placeholders.
+    components keep their ``:dev`` placeholders. ``retries``: attempts after a pack task's
+    first failure (kfp.local honours them too, backoff included, so a local run that
+    wants a failure reported at once passes 0).
     """
+    from kfp import kubernetes
+
     trainer = get_preset(preset)
     light_image = image_reference(LIGHT_IMAGE_NAME, images)
     trainer_image = image_reference(trainer.image, images)
     default_spec = spec.to_dict()
+    pack_size = pack_size_for(spec, preset)
 
     def light(task):
-        return place(task, LIGHT, light_image)
+        return place(task, LIGHT, light_image).set_caching_options(False)
+
+    @dsl.pipeline(name="train-pack-retried",
+                  description="One pack task, with its retry policy (the loop body).")
+    def train_pack_retried(study_spec: dict, pack: dict, store_root: str):
+        task = train_pack(study_spec=study_spec, pack=pack, store_root=store_root)
+        place(task, trainer, trainer_image).set_display_name("train-pack")
+        task.set_caching_options(False)
+        if retries:
+            task.set_retry(num_retries=retries, backoff_duration=PACK_RETRY_BACKOFF,
+                           backoff_max_duration=PACK_RETRY_MAX_BACKOFF)
+        kubernetes.set_timeout(task, trainer.pack_timeout_seconds)
 
     @dsl.pipeline(
         name=pipeline_name(preset),
         description="Steps to a goal validation error against batch size, with metaparameters "
-        f"tuned anew at every batch size (Shallue et al. 2019). Trainer placement: {preset}.",
+        f"tuned anew at every batch size (Shallue et al. 2019). Trainer placement: {preset}; "
+        f"{pack_size} trial(s) per pack task.",
     )
     def study_pipeline(study_spec: dict = default_spec, store_root: str = store_root):
-        prep = light(prepare_data(study_spec=study_spec, store_root=store_root))
-        trials = light(make_trials(study_spec=study_spec, store_root=store_root,
-                                   dataset_location=prep.output))
-        with dsl.ParallelFor(trials.output, parallelism=spec.parallelism) as trial:
-            trained = train_trial(study_spec=study_spec, trial=trial, store_root=store_root)
-            place(trained, trainer, trainer_image).set_display_name("train-trial")
-        light(aggregate(study_spec=study_spec, store_root=store_root,
-                        statuses=dsl.Collected(trained.output)))
+        report = light(aggregate(study_spec=study_spec, store_root=store_root))
+        with dsl.ExitHandler(report, name="study"):
+            prep = light(prepare_data(study_spec=study_spec, store_root=store_root))
+            packs = light(make_packs(study_spec=study_spec, store_root=store_root,
+                                     dataset_location=prep.output, pack_size=pack_size))
+            with dsl.ParallelFor(packs.output, parallelism=spec.parallelism) as pack:
+                trained = train_pack_retried(study_spec=study_spec, pack=pack,
+                                             store_root=store_root)
+                trained.set_caching_options(False).set_display_name("pack")
 
     return study_pipeline
 

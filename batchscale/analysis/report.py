@@ -4,7 +4,8 @@
 validation and training metrics (Figures 1, 2, 12), the regime fit with bootstrap
 intervals, best validation metric under step and example budgets (Figure 11), the optimal
 metaparameters and the learning-rate x momentum scatter (Figures 8, 9, 13, 21, 22),
-search-space edge warnings, per-batch-size trial counts and the per-trial goal table.
+search-space edge warnings, per-batch-size trial counts, the per-trial goal table and, for
+our studies, the trials the spec expects that are not finished (``completeness``).
 ``write_report`` puts it under one folder (local or gs://): report.html (self-contained),
 summary.md, summary.json, CSV tables (goal_steps.csv among them) and the figures as PNG
 files. Only those files are written; trials are never touched. ``report_study`` does both
@@ -15,17 +16,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from batchscale.analysis import plots, plots_metaparameters
+from batchscale.analysis.completeness import UnfinishedTrial, unfinished_trials
 from batchscale.analysis.goal_steps import GOAL_STEPS_FILE, goal_steps_table
 from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
 from batchscale.analysis.regimes import RegimeFit, fit_regimes
 from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
 from batchscale.analysis.study_reader import Study, load_study
 from batchscale.store.filesystem import open_root
+from batchscale.store.layout import StudyStore
 
 REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
                 "budgets.csv", "metaparameters.csv", "trial_counts.csv", GOAL_STEPS_FILE)
@@ -42,7 +45,9 @@ class Analysis:
     ``message``); ``counts``: trials per batch size; ``budgets``: best validation metric
     under step and example budgets; ``trials``: ``study.trials`` with a ``reached`` flag
     (first goal); ``notes``: caveats of the fits; ``figures``: file name -> (PNG, caption);
-    ``goal_steps``: the per-trial goal table (``goal_steps.goal_steps_table``).
+    ``goal_steps``: the per-trial goal table (``goal_steps.goal_steps_table``);
+    ``unfinished``: the trials the study's spec expects that are missing or not finished
+    (``completeness.unfinished_trials``; always empty without a spec: the paper's data).
     """
 
     study: Study
@@ -56,6 +61,13 @@ class Analysis:
     notes: list[str]
     figures: dict[str, tuple[bytes, str]]
     goal_steps: pd.DataFrame
+    unfinished: list[UnfinishedTrial] = field(default_factory=list)
+
+    @property
+    def expected_trials(self) -> int | None:
+        """How many trials the study's spec asks for (None without a spec)."""
+        spec = self.study.spec
+        return None if spec is None else len(spec.batch_sizes) * spec.trials_per_batch_size
 
 
 def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: int = 1000,
@@ -83,7 +95,17 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
     figures = _figures(study, steps, val, fits, budgets, optimal, trials)
     return Analysis(study=study, steps=steps, fits=fits, optimal=optimal, warnings=warnings,
                     counts=counts, budgets=budgets, trials=trials, notes=notes, figures=figures,
-                    goal_steps=goal_steps_table(study))
+                    goal_steps=goal_steps_table(study), unfinished=_unfinished(study))
+
+
+def _unfinished(study: Study) -> list[UnfinishedTrial]:
+    """Our study's unfinished trials, read from its store; the statuses the reader already
+    read are not read again."""
+    if study.spec is None:
+        return []
+    known = {(int(b), int(t)): str(s) for b, t, s
+             in study.trials[["batch_size", "trial_id", "status"]].itertuples(index=False)}
+    return unfinished_trials(study.spec, StudyStore(study.spec.store), known)
 
 
 def _fit_notes(fit) -> list[str]:
@@ -157,6 +179,8 @@ def summary_json(analysis: Analysis) -> dict:
         "optimal_metaparameters": records(analysis.optimal),
         "budgets": records(analysis.budgets), "trial_counts": records(analysis.counts),
         "search_space_warnings": analysis.warnings, "notes": analysis.notes,
+        "expected_trials": analysis.expected_trials,
+        "unfinished": [u.to_dict() for u in analysis.unfinished],
     }
 
 
@@ -217,6 +241,8 @@ def report_study(location: str, out: str | None = None, goals=None, num_trials: 
 def kfp_metrics(analysis: Analysis) -> dict[str, float]:
     """The headline numbers as flat scalar metrics for the Kubeflow UI's Metrics view."""
     metrics = {}
+    if analysis.expected_trials is not None:
+        metrics["unfinished_trials"] = float(len(analysis.unfinished))
     for row in analysis.steps.dropna(subset=["steps_to_result"]).itertuples():
         metrics[f"{row.split}/{row.goal}/steps_to_result/b{row.batch_size}"] = float(row.steps_to_result)
     for label, fit in analysis.fits.items():

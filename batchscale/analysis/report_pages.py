@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from batchscale.analysis import html as h
+from batchscale.analysis.completeness import NO_CHECKPOINT, RESUME_HINT, unfinished_line, unfinished_table
 
 STEP_COLUMNS = ["batch_size", "steps_to_result", "examples_to_result", "reached", "complete",
                 "infeasible", "best_trial", "learning_rate", "momentum", "effective_learning_rate"]
@@ -59,19 +60,54 @@ def _methods(study, level: float, resamples: int) -> str:
 def _intro(analysis) -> str:
     study = analysis.study
     per_batch = analysis.counts["trials"]
-    low, high = per_batch.min(), per_batch.max()
-    trials = f"{low}–{high}" if low != high else f"{low}"
-    return (f"{study.dataset} / {study.model} / {study.optimizer}; {len(study.batch_sizes)} batch "
-            f"sizes ({min(study.batch_sizes)}–{max(study.batch_sizes)}), {trials} trials each; "
+    if study.batch_sizes:
+        low, high = per_batch.min(), per_batch.max()
+        trials = f"{low}–{high}" if low != high else f"{low}"
+        sizes = (f"{len(study.batch_sizes)} batch sizes ({min(study.batch_sizes)}–"
+                 f"{max(study.batch_sizes)}), {trials} trials each")
+    else:
+        sizes = "no trials yet"  # every pack task failed before its first trial was written
+    return (f"{study.dataset} / {study.model} / {study.optimizer}; {sizes}; "
             f"goals {', '.join(g.label for g in study.goals)}; counted statuses "
             f"{'/'.join(study.counted)}; read from {study.location} ({study.layout} layout).")
+
+
+def _damaged(analysis) -> list[str]:
+    """Notes on checkpoints that exist but give no step to resume from (damaged ones)."""
+    return [f"batch size {u.batch_size}, trial {u.trial_id}: {u.note}"
+            for u in analysis.unfinished if u.resume_step is None and u.note != NO_CHECKPOINT]
+
+
+def unfinished_html(analysis) -> list[str]:
+    """The "Unfinished trials" section (our studies only), or one line when all are done."""
+    if analysis.expected_trials is None:
+        return []
+    line = unfinished_line(analysis.unfinished, analysis.expected_trials)
+    if not analysis.unfinished:
+        return [f'<p class="note">{h.esc(line)}</p>']
+    return ['<h2 id="unfinished">Unfinished trials</h2>', h.warnings([line]),
+            h.table(unfinished_table(analysis.unfinished)),
+            *(f'<p class="note">{h.esc(d)}</p>' for d in _damaged(analysis)),
+            f"<p>To finish them, {h.esc(RESUME_HINT)}.</p>"]
+
+
+def unfinished_markdown(analysis) -> list[str]:
+    if analysis.expected_trials is None:
+        return []
+    line = unfinished_line(analysis.unfinished, analysis.expected_trials)
+    if not analysis.unfinished:
+        return [line, ""]
+    return ["## Unfinished trials", "", f"**{line}**", "",
+            *h.markdown_table(unfinished_table(analysis.unfinished)), "",
+            *(f"- {d}" for d in _damaged(analysis)), *([""] if _damaged(analysis) else []),
+            f"To finish them, {RESUME_HINT}.", ""]
 
 
 def report_html(analysis) -> str:
     study, steps = analysis.study, analysis.steps
     level, resamples = _level(analysis)
     body = [f"<h1>{h.esc(study.title)}</h1>", f'<p class="note">{h.esc(_intro(analysis))}</p>',
-            "<h2>Regimes</h2>", h.table(regimes_table(analysis.fits)),
+            *unfinished_html(analysis), "<h2>Regimes</h2>", h.table(regimes_table(analysis.fits)),
             "".join(f'<p class="note">{h.esc(n)}</p>' for n in analysis.notes)]
     if analysis.warnings:
         body += ["<h2>Search-space warnings</h2>", h.warnings([w["message"] for w in analysis.warnings])]
@@ -91,7 +127,8 @@ def report_html(analysis) -> str:
 def report_markdown(analysis) -> str:
     study, steps = analysis.study, analysis.steps
     level, resamples = _level(analysis)
-    lines = [f"# {study.title}", "", _intro(analysis), "", "## Regimes", "",
+    lines = [f"# {study.title}", "", _intro(analysis), "", *unfinished_markdown(analysis),
+             "## Regimes", "",
              *h.markdown_table(regimes_table(analysis.fits)), ""]
     lines += [f"- {n}" for n in analysis.notes]
     if analysis.warnings:

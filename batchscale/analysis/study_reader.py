@@ -29,12 +29,16 @@ import pandas as pd
 from batchscale.core.goals import Goal, check_goal, parse_goal
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError, StudySpec
+from batchscale.store.checkpoints import CHECKPOINTS_DIR
 from batchscale.store.filesystem import Storage, open_root
 from batchscale.store.layout import parse_measurements
 from batchscale.validation import parse_spec
 from batchscale.workloads.defaults import default_goal, paper_workloads
 
 MAX_WORKLOAD_DEPTH = 5  # how far below a location to look for batch-size folders
+# A study's own folders beside its workload: never a data set's (report/: aggregate's output;
+# checkpoints/<batch_size>/<trial_id>.npz: unfinished trials' checkpoints).
+NOT_DATA = ("report", CHECKPOINTS_DIR)
 KEYS = ["batch_size", "trial_id"]
 TRIAL_COLUMNS = [*KEYS, "status", "steps"]  # then one column per metaparameter
 
@@ -159,7 +163,7 @@ def _single_workload(fs: Storage, location: str) -> str:
     for _ in range(MAX_WORKLOAD_DEPTH + 1):
         nxt = []
         for path in frontier:
-            children = [_join(path, d) for d in fs.list_dirs(path) if d != "report"]
+            children = [_join(path, d) for d in fs.list_dirs(path) if d not in NOT_DATA]
             if any(_is_batch_dir(fs, c) for c in children if c.rpartition("/")[2].isdigit()):
                 found.append(path)
             else:

@@ -96,6 +96,12 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
         print(f"warning: {warning['message']}")
     for note in doc.get("notes") or []:
         print(f"note: {note}")
+    unfinished, expected = doc.get("unfinished") or [], doc.get("expected_trials")
+    if unfinished and expected:
+        resumable = sum(u.get("resume_step") is not None for u in unfinished)
+        print(f"unfinished: {len(unfinished)} of {expected} trials ({resumable} resumable from a "
+              "checkpoint), listed under 'Unfinished trials' in the report; run the same study "
+              "again to finish them")
     if elapsed is not None:
         print(f"wall time {elapsed:.0f}s")
     print(f"report: {report_url}")

@@ -38,7 +38,9 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
                             "classification_error<0.05")
     group.add_argument("--seed", type=int)
     group.add_argument("--backend", help="jax or tensorflow")
-    group.add_argument("--parallelism", type=int, help="trials trained at once")
+    group.add_argument("--parallelism", type=int, help="pack tasks run at once")
+    group.add_argument("--pack-size", type=int, metavar="K",
+                       help="trials per pack task (default 0: from the workload and --preset)")
 
 
 def build_spec(args: argparse.Namespace) -> StudySpec:
@@ -49,7 +51,7 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
                "workload": {"dataset": dataset, "model": model}}
     else:
         raw = load_spec_dict(args.spec)
-    for key in ("name", "store", "seed", "backend", "parallelism"):
+    for key in ("name", "store", "seed", "backend", "parallelism", "pack_size"):
         if getattr(args, key) is not None:
             raw[key] = getattr(args, key)
     workload = dict(raw.get("workload") or {})

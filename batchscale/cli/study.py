@@ -53,8 +53,9 @@ def add_commands(sub) -> None:
     comp.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
     add_placement_args(comp)
     comp.set_defaults(func=cmd_compile)
-    val = sub.add_parser("validate", help="check a spec and print it resolved")
+    val = sub.add_parser("validate", help="check a spec and print it resolved, with its packs")
     add_spec_args(val)
+    add_placement_args(val)
     val.set_defaults(func=cmd_validate)
 
 
@@ -118,15 +119,29 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def stop_child(child: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
     """Terminate the child's process group (local_run and the kfp task it is running), wait
-    up to ``grace`` seconds, then kill whatever is left of the group. A second Ctrl-C while
+    up to ``grace`` seconds for the whole group to end (a training pack checkpoints its
+    trials on SIGTERM, then exits), then kill whatever is left of it. A second Ctrl-C while
     waiting skips the rest of the grace period."""
     _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + grace
     try:
-        child.wait(timeout=grace)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        while time.monotonic() < deadline:
+            child.poll()  # reap local_run, so that only live processes keep the group alive
+            if not _group_alive(child):
+                break
+            time.sleep(0.05)
+    except KeyboardInterrupt:
         pass
     _signal_group(child, signal.SIGKILL)  # stragglers: task processes that outlived SIGTERM
     child.wait()
+
+
+def _group_alive(child: subprocess.Popen) -> bool:
+    try:
+        os.killpg(child.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def _signal_group(child: subprocess.Popen, signum: int) -> None:
@@ -171,6 +186,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """The resolved spec as JSON on stdout; how it is packed for ``--preset`` on stderr."""
+    from batchscale.pipelines.placement import pack_size_for
+    from batchscale.search.packs import make_packs
+
     spec = build_spec(args)
     print(json.dumps(spec.to_dict(), indent=2))
+    sys.stdout.flush()  # a closed stdout ends the command here, before anything reaches stderr
+    size = pack_size_for(spec, args.preset)
+    how = "set by the spec" if spec.pack_size else f"for preset {args.preset}"
+    print(f"pack size {size} ({how}): {len(make_packs(spec, size))} pack tasks for "
+          f"{len(spec.batch_sizes) * spec.trials_per_batch_size} trials", file=sys.stderr)
     return 0

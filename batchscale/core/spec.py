@@ -147,6 +147,11 @@ class StudySpec:
     seed: int = 0
     backend: str = "jax"
     parallelism: int = 2
+    # Trials per pack task (0: automatic, from the workload and the placement preset; see
+    # batchscale.pipelines.placement.pack_size_for) and how often, in seconds, an unfinished
+    # trial writes its checkpoint. Neither changes any trial's result.
+    pack_size: int = 0
+    checkpoint_seconds: float = 120.0
 
     # ---- conversion -------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -160,7 +165,8 @@ class StudySpec:
         """Hash of what defines the trials' meaning; a study may grow but not change it.
 
         Batch sizes, trial count, parallelism and store location may differ between
-        runs of one study (to extend it); anything else would mix incompatible trials.
+        runs of one study (to extend it), and so may how trials are packed and how often
+        they checkpoint; anything else would mix incompatible trials.
         """
         return spec_fingerprint(self.to_dict())
 
@@ -168,7 +174,8 @@ class StudySpec:
 def spec_fingerprint(spec_dict: dict) -> str:
     """``StudySpec.fingerprint`` of a spec in its ``to_dict`` form (as the store keeps it)."""
     d = json.loads(json.dumps(spec_dict))
-    for key in ("batch_sizes", "trials_per_batch_size", "parallelism", "store"):
+    for key in ("batch_sizes", "trials_per_batch_size", "parallelism", "store", "pack_size",
+                "checkpoint_seconds"):
         d.pop(key, None)
     d["max_steps"] = {}  # budgets may differ per batch size across extensions
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

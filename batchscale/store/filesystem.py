@@ -102,6 +102,15 @@ class LocalStorage(Storage):
             f.write(data)
         return True
 
+    def delete(self, path: str) -> None:
+        # Only a file: a folder at ``path`` is left alone, as on GCS (no object by that name).
+        # Emptied parent folders stay (harmless; pruning them would race a concurrent write
+        # into the same folder).
+        target = self._path(path)
+        if os.path.isfile(target):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target)
+
     def list_dirs(self, path: str) -> list[str]:
         try:
             with os.scandir(self._path(path, allow_root=True)) as it:

@@ -7,6 +7,7 @@ gcp-storage-emulator). Retries are the client's own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from batchscale.store.storage_api import Storage, atomic_local_write, not_found, split_path
@@ -77,6 +78,12 @@ class GCSStorage(Storage):
         except PreconditionFailed:
             return False
         return True
+
+    def delete(self, path: str) -> None:
+        from google.api_core.exceptions import NotFound
+
+        with contextlib.suppress(NotFound):
+            self._bucket.blob(self._key(path)).delete()
 
     def list_dirs(self, path: str) -> list[str]:
         prefix = self._dir_prefix(path)

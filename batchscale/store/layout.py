@@ -5,6 +5,8 @@
 <root>/<study>/<dataset>/<model>/<optimizer>/<batch_size>/study.json
 <root>/<study>/.../<batch_size>/<trial_id>/metadata.json + measurements.csv
 <root>/<study>/report/                               aggregate's outputs
+<root>/<study>/checkpoints/<batch_size>/<trial_id>.npz   unfinished trials' checkpoints
+                                                     (batchscale.store.checkpoints)
 <root>/datasets/<name>/<split>.npz + info.json       prepared splits (shared by studies)
 <root>/datasets/<name>/<split>/shard-NNNNN.npz        or streamed shards (large data sets)
 ```

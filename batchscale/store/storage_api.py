@@ -105,6 +105,11 @@ class Storage(abc.ABC):
         """Atomically create the file only if missing; True if this call created it."""
 
     @abc.abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove the file at ``path``; a missing file is not an error (deleting is idempotent,
+        so a retried clean-up or two tasks cleaning the same file both succeed)."""
+
+    @abc.abstractmethod
     def list_dirs(self, path: str) -> list[str]:
         """Sorted names of the immediate sub-directories of ``path``; [] if none."""
 

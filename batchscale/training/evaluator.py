@@ -50,16 +50,13 @@ class Evaluator:
                 self.subset = np.sort(rng.choice(n, train_examples, replace=False))
 
     def __call__(self, step: int, started: float) -> dict:
-        row = {"step": step}
-        for split, prefix in SPLIT_PREFIX.items():
-            accumulator = MetricAccumulator(self.pipeline.task)
-            for batch in self._batches(split):
-                logits = self._predict(batch[0])
-                accumulator.update(logits, batch[1], batch[2] if len(batch) > 2 else None)
-            for name, value in accumulator.result().items():
-                row[f"{prefix}/{name}"] = value
-        row["wall_time"] = time.time() - started
-        return row
+        return evaluate_pack([self], lambda x, shared: self._predict(x if shared else x[0]),
+                             step, started)[0]
+
+    def shared(self, split: str) -> bool:
+        """Whether this split's batches are the same for every trial of a pack (the
+        training subset is drawn per trial seed; everything else is)."""
+        return not (split == "train" and self.subset is not None)
 
     def _batches(self, split: str):
         if split == "train" and self.subset is not None:
@@ -76,4 +73,32 @@ class Evaluator:
         pad = -n % self.replicas
         if pad:  # every replica gets a share; the padding's logits are dropped
             x = np.concatenate([x, np.zeros((pad, *x.shape[1:]), x.dtype)])
-        return np.asarray(self.model.predict_on_batch(x), dtype=np.float32)[:n]
+        return np.asarray(self.model.predict_on_batch(x), dtype=np.float32)[None, :n]
+
+
+def evaluate_pack(evaluators: list[Evaluator], predict, step: int, started: float) -> list[dict]:
+    """The rows of a pack's trials (one ``Evaluator`` each, same data set and batch size).
+
+    ``predict(x, shared)`` returns logits stacked on a leading trial axis: with
+    ``shared`` every trial sees the same inputs ``x`` (the validation split), else ``x``
+    holds each trial's own inputs stacked (its seeded training subset). Each trial's
+    logits are folded into its own metrics.
+    """
+    task = evaluators[0].pipeline.task
+    rows = [{"step": step} for _ in evaluators]
+    for split, prefix in SPLIT_PREFIX.items():
+        accumulators = [MetricAccumulator(task) for _ in evaluators]
+        shared = all(e.shared(split) for e in evaluators)
+        streams = [evaluators[0]._batches(split)] if shared else [e._batches(split) for e in evaluators]
+        for batches in zip(*streams):
+            x = batches[0][0] if shared else np.stack([b[0] for b in batches])
+            logits = predict(x, shared)
+            for i, (accumulator, one) in enumerate(zip(accumulators, logits)):
+                batch = batches[0 if shared else i]
+                accumulator.update(one, batch[1], batch[2] if len(batch) > 2 else None)
+        for row, accumulator in zip(rows, accumulators):
+            for name, value in accumulator.result().items():
+                row[f"{prefix}/{name}"] = value
+    for row in rows:
+        row["wall_time"] = time.time() - started
+    return rows

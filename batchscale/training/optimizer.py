@@ -21,7 +21,7 @@ from keras import ops
 
 from batchscale.core.names import OPTIMIZERS
 
-__all__ = ["OPTIMIZERS", "PaperMomentum", "is_penalised", "make_optimizer"]
+__all__ = ["OPTIMIZERS", "PaperMomentum", "is_penalised", "make_optimizer", "paper_update"]
 
 
 @keras.saving.register_keras_serializable(package="batchscale")
@@ -65,29 +65,42 @@ class PaperMomentum(keras.optimizers.Optimizer):
             ]
 
     def update_step(self, gradient, variable, learning_rate):
-        lr = ops.cast(learning_rate, variable.dtype)
-        grad = ops.cast(gradient, variable.dtype)
-        if self.l2_penalty and is_penalised(variable):
-            # d/dw (lambda / 2) ||w||^2 = lambda w, added before the momentum update.
-            grad = ops.add(grad, ops.multiply(ops.cast(self.l2_penalty, variable.dtype), variable))
-        if self.momentum == 0.0:
-            self.assign_sub(variable, ops.multiply(lr, grad))
-            return
-        m = ops.cast(self.momentum, variable.dtype)
-        velocity = self._momentums[self._get_variable_index(variable)]
-        new_velocity = ops.add(ops.multiply(m, velocity), grad)
-        self.assign(velocity, new_velocity)
-        if self.nesterov:
-            step = ops.add(grad, ops.multiply(m, new_velocity))
-        else:
-            step = new_velocity
-        self.assign_sub(variable, ops.multiply(lr, step))
+        penalty = self.l2_penalty if self.l2_penalty and is_penalised(variable) else None
+        velocity = self._momentums[self._get_variable_index(variable)] if self.momentum else None
+        new_value, new_velocity = paper_update(variable, gradient, velocity, learning_rate,
+                                               self.momentum, self.nesterov, penalty)
+        if velocity is not None:
+            self.assign(velocity, new_velocity)
+        self.assign(variable, new_value)
 
     def get_config(self):
         config = super().get_config()
         config.update({"momentum": self.momentum, "nesterov": self.nesterov,
                        "l2_penalty": self.l2_penalty})
         return config
+
+
+def paper_update(variable, gradient, velocity, learning_rate, momentum, nesterov: bool,
+                 l2_penalty=None):
+    """One variable's update by the paper's rules: ``(new value, new velocity)``.
+
+    The one definition of the update, used by ``PaperMomentum`` (Python-number momentum)
+    and by a vmapped pack (every trial's learning rate, momentum and penalty traced).
+    ``velocity`` None means plain SGD (no slot); ``l2_penalty`` None means no penalty on
+    this variable (the caller decides with ``is_penalised``).
+    """
+    dtype = variable.dtype
+    lr = ops.cast(learning_rate, dtype)
+    grad = ops.cast(gradient, dtype)
+    if l2_penalty is not None:
+        # d/dw (lambda / 2) ||w||^2 = lambda w, added before the momentum update.
+        grad = ops.add(grad, ops.multiply(ops.cast(l2_penalty, dtype), variable))
+    if velocity is None:
+        return ops.subtract(variable, ops.multiply(lr, grad)), None
+    m = ops.cast(momentum, dtype)
+    new_velocity = ops.add(ops.multiply(m, velocity), grad)
+    step = ops.add(grad, ops.multiply(m, new_velocity)) if nesterov else new_velocity
+    return ops.subtract(variable, ops.multiply(lr, step)), new_velocity
 
 
 def is_penalised(variable) -> bool:

@@ -1,17 +1,79 @@
-"""Train a pack of trials of one batch size in one process (see ``run_pack``).
+"""Train a pack of trials of one batch size in one process: ``run_pack``.
 
-TEMPORARY sequential body while the vmapped trainer is written; the signature is final.
+A pack pays imports, data loading and compilation once for all its trials. On the JAX
+backend, with in-memory classification data on one device, its trials train together
+in one jitted step vmapped over them (``pack_loop``); otherwise (TensorFlow backend, a
+trial spread data-parallel over several devices, streamed or non-classification data)
+they train one after another in this process with the per-trial trainer.
+
+Either way each trial stays its own: its own seed, data order, metaparameters,
+metadata.json and measurements.csv, in the same layout as a trial trained alone, and a
+trial that is COMPLETE or INFEASIBLE in the store is re-used, never retrained.
+
+SIGTERM (a spot node's preemption notice, ``batchscale run --local``'s Ctrl-C) asks the
+pack to stop: at the end of the chunk it is training, every unfinished trial is
+checkpointed and the process exits with status 143; running the pack again resumes
+every trial from its checkpoint, step for step.
 """
 
 from __future__ import annotations
 
+from batchscale.core.names import DONE_STATUSES
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.store.layout import StudyStore
+from batchscale.training.stopping import Stopped, stop_on_sigterm
 
 
 def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=print) -> list[dict]:
     """Train (or re-use, or resume) every trial of a pack; return each trial's metadata,
-    in the order given. Divergence is a status (INFEASIBLE), never an exception."""
+    in the order given. Divergence is a status (INFEASIBLE), never an exception; a
+    SIGTERM checkpoints the unfinished trials and raises ``Stopped``."""
+    results: dict[int, dict] = {}
+    todo = []
+    for trial in trials:
+        meta = store.read_metadata(spec, trial)
+        if meta and meta.get("status") in DONE_STATUSES:
+            log(f"trial {trial.batch_size}/{trial.trial_id}: already {meta['status']}, re-used")
+            results[trial.trial_id] = meta
+        else:
+            todo.append(trial)
+    if todo:
+        with stop_on_sigterm() as stop:
+            for meta in _train(spec, todo, store, log, stop):
+                results[meta["trial_id"]] = meta
+    return [results[trial.trial_id] for trial in trials]
+
+
+def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, stop) -> list[dict]:
+    from batchscale.training.keras_setup import select_backend
+    from batchscale.workloads import get_dataset
+    from batchscale.workloads.dataset_registry import open_pipeline
+
+    select_backend(spec.backend)
+    pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
+    if vmappable(spec, pipeline, trials[0].batch_size):
+        from batchscale.training.pack_loop import train_together
+
+        return train_together(spec, trials, store, pipeline, log, stop)
     from batchscale.training.trainer import run_trial
 
-    return [run_trial(spec, trial, store, log) for trial in trials]
+    out = []
+    for trial in trials:
+        if stop.requested:
+            raise Stopped(f"stopped before trial {trial.batch_size}/{trial.trial_id}")
+        out.append(run_trial(spec, trial, store, log))
+    return out
+
+
+def vmappable(spec: StudySpec, pipeline, batch_size: int) -> bool:
+    """Whether the pack's trials can train vmapped together: the JAX backend, in-memory
+    classification data, and one device per trial (a trial spread data-parallel over
+    several devices trains alone)."""
+    if spec.backend != "jax" or not pipeline.in_memory or pipeline.task != "classification":
+        return False
+    import keras
+
+    from batchscale.training.keras_setup import _accelerators, replicas_for
+
+    devices = _accelerators(keras.distribution.list_devices())
+    return replicas_for(batch_size, len(devices)) == 1

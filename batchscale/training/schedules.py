@@ -140,6 +140,53 @@ def learning_rate_at(step: int, schedule: str, parameters: dict) -> float:
     return eta0 * _decay(schedule, p, q, step - warmup)
 
 
+def rate_at(schedule: str, step, q: dict):
+    """The rate of ``schedule`` at ``step`` with keras.ops, so it runs inside a jitted step.
+
+    ``q`` holds the schedule's metaparameters as Python numbers (one trial's
+    ``PaperSchedule``) or as traced per-trial values (a vmapped pack, where every trial has
+    its own learning rate, decay and warm-up); the formula is the same either way, and
+    for Python numbers it is the one ``learning_rate_at`` defines.
+    """
+    import keras
+
+    ops = keras.ops
+    eta0 = q["learning_rate"]
+    warmup = ops.cast(q.get("warmup_steps", 0), "float32")
+    t = ops.cast(step, "float32")
+    if schedule == "constant":
+        rate = ops.multiply(ops.ones_like(t), eta0)
+    else:
+        alpha = q["end_learning_rate_factor"]
+        span = ops.subtract(ops.cast(q["decay_steps"], "float32"), warmup)
+        p = ops.clip(ops.divide(ops.subtract(t, warmup), span), 0.0, 1.0)
+        if schedule == "linear":
+            d = ops.subtract(1.0, ops.multiply(ops.subtract(1.0, alpha), p))
+        elif schedule == "cosine":
+            cos = ops.cos(ops.multiply(math.pi, p))
+            d = ops.add(alpha, ops.multiply(ops.divide(ops.subtract(1.0, alpha), 2.0),
+                                            ops.add(1.0, cos)))
+        elif schedule == "exponential_polynomial":
+            d = ops.add(alpha, ops.multiply(ops.subtract(1.0, alpha),
+                                            ops.power(ops.subtract(1.0, p), q["power"])))
+        elif schedule == "inverse_exponential_polynomial":
+            d = ops.divide(alpha, ops.add(alpha, ops.multiply(ops.subtract(1.0, alpha),
+                                                              ops.power(p, q["power"]))))
+        elif schedule == "exponential":
+            d = ops.exp(ops.multiply(ops.log(alpha), p))
+        else:  # piecewise_linear: integer arithmetic puts the drops exactly at t_j
+            k = ops.cast(q["decay_events"], "int32")
+            span_steps = ops.cast(span, "int32")
+            steps_in = ops.clip(ops.subtract(ops.cast(step, "int32"), ops.cast(warmup, "int32")),
+                                0, span_steps)
+            events = ops.floor_divide(ops.multiply(steps_in, k), span_steps)
+            d = ops.exp(ops.multiply(ops.divide(ops.log(alpha), ops.cast(k, "float32")),
+                                     ops.cast(events, "float32")))
+        rate = ops.multiply(eta0, d)
+    ramp = ops.multiply(ops.divide(eta0, ops.maximum(warmup, 1.0)), ops.add(t, 1.0))
+    return ops.where(ops.less(t, warmup), ramp, rate)
+
+
 @functools.cache
 def _paper_schedule_class():
     """Define (once) the Keras schedule class; deferred so importing this module needs no Keras."""
@@ -147,46 +194,14 @@ def _paper_schedule_class():
 
     @keras.saving.register_keras_serializable(package="batchscale")
     class PaperSchedule(keras.optimizers.schedules.LearningRateSchedule):
-        """One of the paper's schedules, evaluated with keras.ops so it runs on any backend."""
+        """One of the paper's schedules (``rate_at``) as a Keras learning-rate schedule."""
 
         def __init__(self, schedule, parameters):
             self.schedule = str(schedule)
             self.parameters = schedule_parameters(self.schedule, dict(parameters))
 
         def __call__(self, step):
-            ops = keras.ops
-            q, name = self.parameters, self.schedule
-            eta0, warmup = q["learning_rate"], q["warmup_steps"]
-            t = ops.cast(step, "float32")
-            if name == "constant":
-                rate = ops.full_like(t, eta0)
-            else:
-                alpha = q["end_learning_rate_factor"]
-                span = q["decay_steps"] - warmup
-                p = ops.clip(ops.divide(ops.subtract(t, float(warmup)), float(span)), 0.0, 1.0)
-                if name == "linear":
-                    d = ops.subtract(1.0, ops.multiply(1.0 - alpha, p))
-                elif name == "cosine":
-                    cos = ops.cos(ops.multiply(math.pi, p))
-                    d = ops.add(alpha, ops.multiply((1.0 - alpha) / 2.0, ops.add(1.0, cos)))
-                elif name == "exponential_polynomial":
-                    d = ops.add(alpha, ops.multiply(1.0 - alpha, ops.power(ops.subtract(1.0, p),
-                                                                            q["power"])))
-                elif name == "inverse_exponential_polynomial":
-                    d = ops.divide(alpha, ops.add(alpha, ops.multiply(1.0 - alpha,
-                                                                      ops.power(p, q["power"]))))
-                elif name == "exponential":
-                    d = ops.exp(ops.multiply(math.log(alpha), p))
-                else:  # piecewise_linear: integer arithmetic puts the drops exactly at t_j
-                    k = q["decay_events"]
-                    steps_in = ops.clip(ops.subtract(ops.cast(step, "int32"), warmup), 0, span)
-                    events = ops.floor_divide(ops.multiply(steps_in, k), span)
-                    d = ops.exp(ops.multiply(math.log(alpha) / k, ops.cast(events, "float32")))
-                rate = ops.multiply(eta0, d)
-            if warmup > 0:
-                ramp = ops.multiply(eta0 / warmup, ops.add(t, 1.0))
-                rate = ops.where(ops.less(t, float(warmup)), ramp, rate)
-            return rate
+            return rate_at(self.schedule, step, self.parameters)
 
         def get_config(self):
             return {"schedule": self.schedule, "parameters": dict(self.parameters)}

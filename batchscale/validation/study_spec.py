@@ -81,8 +81,17 @@ def parse_spec(raw: dict) -> StudySpec:
     parallelism = _number("parallelism", raw.get("parallelism", 2), integer=True)
     if parallelism < 1:
         _fail("parallelism", f"{parallelism} must be >= 1")
+    pack_size = _number("pack_size", raw.get("pack_size", 0), integer=True)
+    if pack_size < 0:
+        _fail("pack_size", f"{pack_size} must be an integer >= 0 (0: chosen from the workload "
+              "and the placement preset)")
+    checkpoint_seconds = _number("checkpoint_seconds", raw.get("checkpoint_seconds", 120.0))
+    if checkpoint_seconds <= 0:
+        _fail("checkpoint_seconds", f"{checkpoint_seconds} must be a number > 0 (seconds between "
+              "checkpoints of an unfinished trial)")
     return StudySpec(name, store, workload, batch_sizes, trials, space, goals, max_steps, fixed,
-                     schedule, evaluation, seed, backend, parallelism)
+                     schedule, evaluation, seed, backend, parallelism, pack_size,
+                     float(checkpoint_seconds))
 
 
 def _parse_batch_sizes(raw, dataset) -> tuple[int, ...]:

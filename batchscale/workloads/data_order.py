@@ -35,3 +35,16 @@ class EpochPermutations:
             self.position += len(chunk)
             needed -= len(chunk)
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+    def state(self) -> tuple[dict, np.ndarray]:
+        """Where the order stands, for a checkpoint: the generator's state, position and
+        epoch count (JSON-able), and the current epoch's permutation (an array)."""
+        return ({"rng": self.rng.bit_generator.state, "position": self.position,
+                 "epochs_started": self.epochs_started}, self.order)
+
+    def restore(self, state: dict, order: np.ndarray) -> None:
+        """Continue exactly where ``state()`` was taken: the next ``take`` returns what the
+        uninterrupted order would have returned."""
+        self.rng.bit_generator.state = state["rng"]
+        self.position, self.epochs_started = int(state["position"]), int(state["epochs_started"])
+        self.order = np.asarray(order, dtype=np.int64)

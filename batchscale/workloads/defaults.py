@@ -12,6 +12,12 @@ min_steps, max_steps)`` with N the training examples, so small batches get the m
 steps they need and large batches are not given thousands of wasted epochs.
 ``accelerators`` names the placement presets a workload is meant for (``cpu`` for the
 toy-size ones); they are advice shown by ``batchscale workloads``.
+
+``pack_capacity`` is how many trials of the workload's model one accelerator trains
+together (one pack, vmapped in one jitted step): many for the MNIST-family models, whose
+steps leave an accelerator mostly idle; one for ImageNet, Open Images and the language
+models, whose single trial fills a device (and is spread data-parallel over several).
+The placement preset may cap it (``batchscale.pipelines.placement.pack_size_for``).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class WorkloadDefaults:
     accelerators: tuple[str, ...] = ("cpu",)
     note: str = ""
     paper_dataset: str = ""  # the data set's name in the paper's database, where it differs
+    pack_capacity: int = 1  # trials of this model one accelerator trains together
 
     @property
     def key(self) -> str:
@@ -79,32 +86,32 @@ WORKLOADS = [
         "mnist_5k", "fc_128_128", {"metric": _CLASSIFY, "value": 0.08},
         _OFFLINE_SPACE,
         epochs=20, min_steps=800, max_steps=5000, trials=6, batch_sizes=_pow2(3, 9),
-        note="the quickstart: offline MNIST subset, seconds per trial on a CPU"),
+        pack_capacity=64, note="the quickstart: offline MNIST subset, seconds per trial on a CPU"),
     WorkloadDefaults(
         "mnist_5k", "resnet_8", {"metric": _CLASSIFY, "value": 0.1},
         _OFFLINE_SPACE,
         epochs=10, min_steps=300, max_steps=3000, trials=4, batch_sizes=_pow2(4, 8),
-        note="toy-size ResNet-8 on offline MNIST: a convolutional study on one CPU"),
+        pack_capacity=16, note="toy-size ResNet-8 on offline MNIST: a convolutional study on one CPU"),
     WorkloadDefaults(
         "digits", "fc_128_128", {"metric": _CLASSIFY, "value": 0.1},
         _OFFLINE_SPACE,
         epochs=20, min_steps=200, max_steps=3000, trials=4, batch_sizes=_pow2(2, 7),
-        note="the fastest real-data study (8x8 digits); used by the tests"),
+        pack_capacity=64, note="the fastest real-data study (8x8 digits); used by the tests"),
     WorkloadDefaults(
         "mnist", "simple_cnn_base", {"metric": _CLASSIFY, "value": 0.01},
         {**_LR_MOMENTUM, "label_smoothing": {"scale": "discrete", "values": [0.0, 0.01, 0.1]}},
         epochs=40, min_steps=500, max_steps=200_000, batch_sizes=_pow2(1, 14),
-        accelerators=("cpu", "nvidia-l4")),
+        accelerators=("cpu", "nvidia-l4"), pack_capacity=32),
     WorkloadDefaults(
         "fashion_mnist", "simple_cnn_base", {"metric": _CLASSIFY, "value": 0.1},
         {**_LR_MOMENTUM, "label_smoothing": {"scale": "discrete", "values": [0.0, 0.01, 0.1]}},
         epochs=40, min_steps=500, max_steps=200_000, batch_sizes=_pow2(1, 15),
-        accelerators=("cpu", "nvidia-l4")),
+        accelerators=("cpu", "nvidia-l4"), pack_capacity=32),
     WorkloadDefaults(
         "cifar_10", "resnet_8", {"metric": _CLASSIFY, "value": 0.3},
         {**_LR_MOMENTUM, **_LINEAR_DECAY}, schedule="linear",
         epochs=100, min_steps=1000, max_steps=300_000, batch_sizes=_pow2(1, 14),
-        accelerators=_GPU),
+        accelerators=_GPU, pack_capacity=16),
     WorkloadDefaults(
         "imagenet", "resnet_50", {"metric": _CLASSIFY, "value": 0.25},
         {"learning_rate": {"scale": "log", "min": 1e-4, "max": 10.0},
@@ -159,6 +166,21 @@ def workload_defaults(dataset: str, model: str) -> WorkloadDefaults | None:
         if model.startswith(prefix) and f"{dataset}/{base}" in _BY_KEY:
             return _BY_KEY[f"{dataset}/{base}"]
     return None
+
+
+# Trials per accelerator of a model family, for a (data set, model) without defaults (a
+# custom spec): the families' sizes, not the data set's, decide (the rule of thumb behind
+# the table above). Anything else (ResNet-50, VGG, transformers, LSTM): one.
+_FAMILY_PACK_CAPACITY = (("fc_", 64), ("simple_cnn_", 32), ("resnet_8", 16))
+
+
+def pack_capacity(dataset: str, model: str) -> int:
+    """How many trials of ``model`` on ``dataset`` one accelerator trains together: the
+    workload's ``pack_capacity``, else the model family's rule of thumb, else 1."""
+    defaults = workload_defaults(dataset, model)
+    if defaults is not None:
+        return defaults.pack_capacity
+    return next((n for prefix, n in _FAMILY_PACK_CAPACITY if model.startswith(prefix)), 1)
 
 
 def default_goal(dataset: str, model: str) -> Goal | None:

@@ -134,7 +134,10 @@ def local_run(tmp_path):
 
     def start():
         spec = tmp_path / "tiny.yaml"
-        spec.write_text(yaml.safe_dump(tiny_spec_dict(str(tmp_path / "store"))))
+        # Long enough (an unreachable goal, 4,000 steps) that Ctrl-C lands while trials train.
+        spec.write_text(yaml.safe_dump(tiny_spec_dict(
+            str(tmp_path / "store"), batch_sizes=[16], max_steps=4000,
+            goals=[{"metric": "classification_error", "value": 0.001}])))
         proc = subprocess.Popen([str(SCRIPT), "run", "--local", str(spec), "--work-dir", str(tmp_path / "w")],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         started.append(proc)
@@ -143,12 +146,12 @@ def local_run(tmp_path):
             assert proc.poll() is None, proc.communicate()
             tree = psutil.Process(proc.pid).children(recursive=True)
             try:
-                tasks = [p for p in tree if "--function_to_execute train_trial" in " ".join(p.cmdline())]
+                tasks = [p for p in tree if "--function_to_execute train_pack" in " ".join(p.cmdline())]
             except psutil.NoSuchProcess:
                 return None
             return tree if tasks else None
 
-        tree = _wait_for(training, 180, "a train_trial task of `run --local`", poll=0.05)
+        tree = _wait_for(training, 180, "a train_pack task of `run --local`", poll=0.05)
         trees.append(tree)
         [child] = psutil.Process(proc.pid).children()  # local_run, leader of the pipeline's group
         assert os.getpgid(child.pid) == child.pid
@@ -168,15 +171,32 @@ def local_run(tmp_path):
         proc.communicate()
 
 
-def test_ctrl_c_stops_a_local_run_and_its_task_processes(local_run):
+def _training_started(tmp_path) -> bool:
+    """A trial of the pack wrote its first INCOMPLETE metadata: the pack is training."""
+    return any(tmp_path.glob("store/tiny/digits/fc_32/nesterov_momentum/16/*/metadata.json"))
+
+
+def test_ctrl_c_stops_a_local_run_and_its_task_processes_then_resumes(local_run, tmp_path):
     proc, child, tree = local_run()
+    _wait_for(lambda: _training_started(tmp_path), 120, "the pack to start training")
     proc.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
     out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - interrupted < 5, "Ctrl-C must stop the run within 5 s"
     assert proc.returncode == EXIT_INTERRUPTED, err
     assert err == f"batchscale: interrupted: {RESUME_HINT}\n", err
-    assert out.startswith("study tiny: digits/fc_32/nesterov_momentum, 4 trials")
+    assert out.startswith("study tiny: digits/fc_32/nesterov_momentum, 2 trials")
     # stop_child waited for local_run and killed its group before returning: nothing trains on
     assert _alive(tree) == [] and _in_group(child) == []
+    assert list(tmp_path.glob("store/tiny/checkpoints/16/*.npz")), "SIGTERM must checkpoint"
+
+    again = subprocess.run([str(SCRIPT), "run", "--local", str(tmp_path / "tiny.yaml"),
+                            "--work-dir", str(tmp_path / "w")], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    logs = "".join(p.read_text() for p in (tmp_path / "w" / "logs").glob("*.log"))
+    assert "resumed from its checkpoint" in logs
+    assert not list(tmp_path.glob("store/tiny/checkpoints/16/*.npz"))  # finished: none left
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")

@@ -1,14 +1,19 @@
-"""The compiled pipeline YAML: the DAG, ParallelFor with its parallelism limit, resource
-requests of the trainer, UI-ready parameter defaults, and no TensorFlow at compile time."""
+"""The compiled pipeline YAML: the DAG, ParallelFor over packs with its parallelism limit,
+resource requests of the trainer, retries, timeout and a fan-in that runs after failed
+packs, UI-ready parameter defaults, and no TensorFlow at compile time."""
 
 import json
 import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from batchscale.cli.main import main
+from batchscale.pipelines.placement import PRESETS, pack_size_for
+from batchscale.pipelines.study import PACK_RETRIES
+from batchscale.search.packs import make_packs
 from batchscale.validation import default_spec_dict, parse_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -17,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _compile(tmp_path, *flags):
     out = tmp_path / "pipeline.yaml"
     assert main(["compile", "--output", str(out), *flags]) == 0
-    return yaml.safe_load(out.read_text())
+    return next(yaml.safe_load_all(out.read_text()))  # then the kubernetes platform spec
 
 
 def _executor(doc, component_prefix):
@@ -26,19 +31,27 @@ def _executor(doc, component_prefix):
     return executors[name]["container"]
 
 
+def _study_tasks(doc):
+    """The root's tasks (the exit handler and aggregate) and the handler's (the study)."""
+    root_tasks = doc["root"]["dag"]["tasks"]
+    [handler] = [n for n in root_tasks if n.startswith("exit-handler")]
+    return root_tasks, handler, doc["components"][f"comp-{handler}"]["dag"]["tasks"]
+
+
 def test_dag_parallel_for_and_trainer_resources(tmp_path):
     doc = _compile(tmp_path, "--parallelism", "5", "--pipeline-store", "gs://my-bucket/studies")
-    root_tasks = doc["root"]["dag"]["tasks"]
-    [loop_name] = [n for n in root_tasks if n.startswith("for-loop")]
-    # goal detection is folded into aggregate: four steps, aggregate after the whole loop
-    assert set(root_tasks) == {"prepare-data", "make-trials", loop_name, "aggregate"}
-    loop = root_tasks[loop_name]
+    root_tasks, handler, tasks = _study_tasks(doc)
+    [loop_name] = [n for n in tasks if n.startswith("for-loop")]
+    # goal detection is folded into aggregate: four steps, aggregate after all the others
+    assert set(root_tasks) == {handler, "aggregate"}
+    assert set(tasks) == {"prepare-data", "make-packs", loop_name}
+    loop = tasks[loop_name]
     assert loop["iteratorPolicy"]["parallelismLimit"] == 5
-    assert loop["parameterIterator"]["items"]["inputParameter"].endswith("make-trials-Output")
-    assert root_tasks["aggregate"]["dependentTasks"] == [loop_name]
-    statuses = root_tasks["aggregate"]["inputs"]["parameters"]["statuses"]["taskOutputParameter"]
-    assert statuses["producerTask"] == loop_name  # dsl.Collected of every trial's status
-    trainer = _executor(doc, "train-trial")
+    assert loop["parameterIterator"]["items"]["inputParameter"].endswith("make-packs-Output")
+    assert root_tasks["aggregate"]["dependentTasks"] == [handler]
+    # aggregate reads the store, not the loop's outputs: it can run after failed packs
+    assert set(root_tasks["aggregate"]["inputs"]["parameters"]) == {"study_spec", "store_root"}
+    trainer = _executor(doc, "train-pack")
     assert trainer["resources"]["resourceCpuRequest"] == "2"
     assert trainer["resources"]["resourceMemoryRequest"] == "4G"
     assert trainer["resources"]["resourceMemoryLimit"] == "8G"
@@ -49,6 +62,44 @@ def test_dag_parallel_for_and_trainer_resources(tmp_path):
     assert params["store_root"]["defaultValue"] == "gs://my-bucket/studies"
     default = params["study_spec"]["defaultValue"]
     assert parse_spec(default) == parse_spec({**default_spec_dict(), "parallelism": 5})
+
+
+@pytest.mark.parametrize("preset", ["cpu", "nvidia-l4"])
+def test_paper_scale_study_compiles_to_few_small_packs_with_faults_handled(tmp_path, preset):
+    """cifar_10/resnet_8 with its defaults (14 batch sizes x 100 trials, 1,400 trials): at
+    most ~200 loop iterations and loop items under 16 KB; the pack task inside the loop
+    carries a retry policy (one level down, in a nested pipeline) and a pod timeout; the
+    fan-in runs once every other step is over, whatever its outcome; no task is cached."""
+    out = tmp_path / "paper.yaml"
+    assert main(["compile", "--workload", "cifar_10/resnet_8", "--preset", preset,
+                 "--output", str(out)]) == 0
+    doc, platform = yaml.safe_load_all(out.read_text())
+    spec = parse_spec(doc["root"]["inputDefinitions"]["parameters"]["study_spec"]["defaultValue"])
+    assert len(spec.batch_sizes) * spec.trials_per_batch_size == 1400
+    size = pack_size_for(spec, preset)
+    root_tasks, handler, tasks = _study_tasks(doc)
+    assert tasks["make-packs"]["inputs"]["parameters"]["pack_size"]["runtimeValue"][
+        "constant"] == size
+    items = [p.to_dict() for p in make_packs(spec, size)]  # what make-packs returns
+    assert len(items) <= 200
+    assert len(json.dumps(items).encode()) < 16 * 1024
+    assert sorted((p["batch_size"], t) for p in items for t in p["trial_ids"]) == sorted(
+        (b, t) for b in spec.batch_sizes for t in range(1, 101))
+
+    [loop_name] = [n for n in tasks if n.startswith("for-loop")]
+    [body] = doc["components"][f"comp-{loop_name}"]["dag"]["tasks"].values()
+    nested = doc["components"][body["componentRef"]["name"]]["dag"]["tasks"]
+    assert list(nested) == ["train-pack"]
+    assert nested["train-pack"]["retryPolicy"]["maxRetryCount"] == PACK_RETRIES >= 1
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert int(k8s["exec-train-pack"]["activeDeadlineSeconds"]) == PRESETS[preset].pack_timeout_seconds
+    # the fan-in: dsl.ExitHandler's exit task, after the sub-DAG holding every other step
+    aggregate = root_tasks["aggregate"]
+    assert aggregate["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    assert aggregate["dependentTasks"] == [handler] and loop_name in tasks
+    for task in [*root_tasks.values(), *tasks.values(), body, *nested.values()]:
+        if "cachingOptions" in task:
+            assert not task["cachingOptions"].get("enableCache"), task["taskInfo"]
 
 
 def test_kfp_artifacts_for_the_ui(tmp_path):

@@ -8,8 +8,9 @@ import pytest
 from kfp import local
 
 from batchscale.components.aggregate import aggregate
-from batchscale.components.make_trials import make_trials
+from batchscale.components.make_packs import make_packs
 from batchscale.components.prepare_data import prepare_data
+from batchscale.components.train_pack import train_pack
 from batchscale.core.spec import TrialSpec
 from batchscale.search.trials import make_trials as plan_trials
 from batchscale.store.layout import StudyStore
@@ -22,9 +23,9 @@ def kfp_local(tmp_path):
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "kfp"))
 
 
-def test_prepare_data_then_make_trials(kfp_local, tmp_path):
+def test_prepare_data_then_make_packs_then_train_pack(kfp_local, tmp_path):
     root = str(tmp_path / "store")
-    raw = tiny_spec_dict(root)
+    raw = tiny_spec_dict(root, trials_per_batch_size=3, max_steps=20)
     prep = prepare_data(study_spec=raw, store_root="")
     assert prep.output.endswith("datasets/digits")
     store = StudyStore(root)
@@ -32,13 +33,25 @@ def test_prepare_data_then_make_trials(kfp_local, tmp_path):
     x, y = store.read_split("digits", "validation")
     assert x.shape == (250, 8, 8, 1) and set(y) == set(range(10))
 
-    trials = make_trials(study_spec=raw, store_root="", dataset_location=prep.output).output
-    assert [(t["batch_size"], t["trial_id"]) for t in trials] == [(16, 1), (16, 2), (128, 1), (128, 2)]
-    assert parse_spec(store.read_spec_dict("tiny")) == parse_spec(raw)
+    packs = make_packs(study_spec=raw, store_root="", dataset_location=prep.output, pack_size=2).output
+    assert [(p["pack_id"], p["batch_size"], p["trial_ids"]) for p in packs] == [
+        ("b16-t1-2", 16, [1, 2]), ("b16-t3", 16, [3]), ("b128-t1-2", 128, [1, 2]),
+        ("b128-t3", 128, [3])]
+    spec = parse_spec(raw)
+    assert parse_spec(store.read_spec_dict("tiny")) == spec
     assert store.fs.exists("tiny/digits/fc_32/nesterov_momentum/128/study.json")
 
     again = prepare_data(study_spec=raw, store_root="")  # second time: re-used, not rewritten
     assert again.output == prep.output
+
+    # one pack task: its two trials re-derived from the spec, trained, each in its own folder
+    summary = train_pack(study_spec=raw, pack=packs[2], store_root="").output
+    counts = dict(reversed(part.split(" ")) for part in summary.removeprefix("b128-t1-2: ").split(", "))
+    assert set(counts) <= {"COMPLETE", "INFEASIBLE"} and sum(map(int, counts.values())) == 2, summary
+    trained = {t.trial_id: t for t in plan_trials(spec) if t.batch_size == 128}
+    assert [store.is_done(spec, trained[i]) for i in (1, 2, 3)] == [True, True, False]
+    meta = store.read_metadata(spec, trained[2])
+    assert meta["parameters"] == trained[2].parameters  # the spec's trial 2, not another
 
 
 def test_store_root_parameter_overrides_the_spec(kfp_local, tmp_path):
@@ -64,7 +77,7 @@ def test_aggregate_detects_goals_and_writes_the_report(kfp_local, tmp_path):
         store.write_metadata(spec, TrialSpec(spec.name, trial.batch_size, trial.trial_id, trial.parameters),
                              {"trial_id": trial.trial_id, "status": status, "steps": rows[-1]["step"],
                               "parameters": trial.parameters})
-    task = aggregate(study_spec=raw, store_root="", statuses=["COMPLETE", "INFEASIBLE"] * 2)
+    task = aggregate(study_spec=raw, store_root="")
     assert task.outputs["Output"] == store.url("tiny/report/report.html")
     assert os.path.getsize(task.outputs["report"].path) > 1000  # the HTML handed to the UI
 

@@ -14,7 +14,7 @@ from batchscale.pipelines.study import compile_pipeline, pipeline_name
 from batchscale.validation import default_spec_dict, parse_spec
 from batchscale.workloads.inputs import CPUS_ENV, available_cpus
 
-LIGHT_TASKS = ("prepare-data", "make-trials", "aggregate")
+LIGHT_TASKS = ("prepare-data", "make-packs", "aggregate")
 BUILT = {name: f"us-docker.pkg.dev/example-project/batchscale/{name}:abc123@sha256:{'0' * 64}"
          for name in IMAGE_NAMES}
 
@@ -46,7 +46,7 @@ def test_every_preset_places_the_trainer_and_only_the_trainer(tmp_path, preset):
     pipeline, platform = _compiled(tmp_path, preset, images=BUILT)
     assert pipeline["pipelineInfo"]["name"] == pipeline_name(preset) == f"batchscale-study-{preset}"
     executors = _executors(pipeline, platform)
-    container, k8s = _by_task(executors, "train-trial")
+    container, k8s = _by_task(executors, "train-pack")
 
     resources = container["resources"]
     assert resources["resourceCpuRequest"] == p.cpu

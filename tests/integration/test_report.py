@@ -61,8 +61,38 @@ def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, cap
     assert doc["layout"] == "paper" and doc["workload"]["dataset"] == "fashion_mnist"
     assert list(doc) == ["study", "location", "layout", "workload", "counted_statuses", "goals",
                          "steps_to_result", "regimes", "optimal_metaparameters", "budgets",
-                         "trial_counts", "search_space_warnings", "notes"]
+                         "trial_counts", "search_space_warnings", "notes", "expected_trials",
+                         "unfinished"]
+    assert doc["expected_trials"] is None and doc["unfinished"] == []  # no spec
     assert f"report: {url}/report/report.html" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["local", "gcs"])
+def test_the_report_of_an_unfinished_study_names_its_missing_trials(where, tmp_path, request,
+                                                                    capsys):
+    """Pack tasks failed: some trials are missing, some INCOMPLETE (one with a checkpoint, one
+    with a damaged one); the report is still written and says what is left and how to resume."""
+    from tests.unit.test_completeness import partial_study
+
+    root = str(tmp_path / "store") if where == "local" else request.getfixturevalue("gcs_root")
+    spec, store = partial_study(root)
+    assert main(["report", store.url(spec.name), "--resamples", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].startswith("unfinished: 7 of 10 trials (2 resumable from a checkpoint)")
+    fs = open_root(store.url(f"{spec.name}/report"))
+    doc = json.loads(fs.read_text("summary.json"))
+    assert doc["expected_trials"] == 10
+    assert [(u["batch_size"], u["trial_id"], u["status"], u["resume_step"])
+            for u in doc["unfinished"]] == [
+        (16, 2, "INCOMPLETE", 120), (16, 4, "INCOMPLETE", None), (16, 5, "MISSING", None),
+        (64, 2, "INCOMPLETE", None), (64, 3, "MISSING", None), (64, 4, "MISSING", None),
+        (64, 5, "MISSING", 30)]
+    markdown = fs.read_text("summary.md")
+    assert markdown.index("## Unfinished trials") < markdown.index("## Regimes")
+    assert "| 64 | 4 | 3–5 | 2 | 5@30 |" in markdown and "batchscale run --local SPEC" in markdown
+    assert "Unfinished trials</h2>" in fs.read_text("report.html")
+    result, _ = report_study(store.url(spec.name), resamples=0, num_trials=1)
+    assert kfp_metrics(result)["unfinished_trials"] == 7.0  # --trials does not hide any
 
 
 def test_report_to_another_folder_with_budgets_and_first_trials(tmp_path):

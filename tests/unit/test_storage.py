@@ -256,3 +256,17 @@ def test_open_root_malformed(bad):
         open_root(bad)
     message = str(exc_info.value)
     assert message and "\n" not in message
+
+
+def test_delete_removes_a_file_and_a_missing_one_is_no_error(store):
+    _populate(store)
+    store.delete("a/x.json")
+    assert not store.exists("a/x.json")
+    assert store.list_files("a") == []
+    assert store.exists("a/b/y.json") and store.exists("top.json")  # nothing else goes
+    store.delete("a/x.json")  # again: already gone
+    store.delete("never/was.json")
+    store.delete("a/c")  # a folder is not a file: left alone
+    assert store.read_bytes("a/c/d/z.json") == TREE["a/c/d/z.json"]
+    with pytest.raises(ValueError):
+        store.delete("../outside.json")

@@ -1,4 +1,5 @@
-"""One trial trained for real: on both backends, to the goal, to divergence, re-used."""
+"""Trials trained for real through the pack trainer (``run_pack``, what each pack task
+runs), here in packs of one: on both backends, to the goal, to divergence, re-used."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import pytest
 from batchscale.core.spec import TrialSpec
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
-from batchscale.training.trainer import run_trial
+from batchscale.training.packs import run_pack
 from batchscale.validation import parse_spec
 from tests.conftest import tiny_spec_dict
 
@@ -20,12 +21,12 @@ import json, sys
 from batchscale.core.spec import TrialSpec
 from batchscale.validation import parse_spec
 from batchscale.store.layout import StudyStore
-from batchscale.training.trainer import run_trial
+from batchscale.training.packs import run_pack
 spec = parse_spec(json.loads(sys.argv[1]))
 store = StudyStore(spec.store)
 store.register_study(spec)
 trial = TrialSpec("tiny", 32, 1, {"learning_rate": 0.05, "momentum": 0.9})
-meta = run_trial(spec, trial, store, log=lambda *a: None)
+[meta] = run_pack(spec, [trial], store, log=lambda *a: None)
 rows = store.read_measurements(spec, trial)
 print(json.dumps({"meta": meta, "rows": rows, "tf": "tensorflow" in sys.modules}))
 """
@@ -57,6 +58,12 @@ def test_short_trial_on_each_backend(backend, digits_store, tmp_path):
 
 def _spec(digits_store, **changes):
     return parse_spec(tiny_spec_dict(digits_store, **changes))
+
+
+def run_trial(spec, trial, store, log):
+    """One trial as a pack of one: its metadata."""
+    [meta] = run_pack(spec, [trial], store, log=log)
+    return meta
 
 
 def test_goal_stops_the_trial_early_and_reuse_does_not_retrain(digits_store):

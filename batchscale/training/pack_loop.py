@@ -1,0 +1,319 @@
+"""The vmapped pack loop: train, evaluate, checkpoint and finish a pack's trials together.
+
+Each trial follows exactly the per-trial trainer's protocol (``trainer.run_trial``):
+its seed builds its model and data order, it is evaluated at the same geometric grid of
+steps, it stops at its goals (COMPLETE, "goal"), at its budget (COMPLETE, "budget") or
+on divergence (INFEASIBLE), and it writes its own metadata.json and measurements.csv.
+A finished trial's slot is trained on and ignored until the pack ends (see
+``_Loop._finish_some``): a pack's width never changes while it trains.
+
+Checkpoints (``batchscale.store.checkpoints``) hold, per unfinished trial, its
+variables, optimizer state, step, data-order position and measurement rows so far.
+They are written at the end of a chunk of steps, every ``spec.checkpoint_seconds`` and
+when a stop is requested, and removed when the trial finishes. A trial resumed from one
+continues with the same compiled step and the same data order, so its measurements
+equal those of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from batchscale.core.goals import all_goals_reached
+from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS, effective_learning_rate
+from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.store.layout import StudyStore
+from batchscale.training.evaluation_grid import evaluation_steps
+from batchscale.training.stopping import Stopped
+from batchscale.training.trainer import FLUSH_SECONDS, resolve_parameters, trial_seed
+from batchscale.workloads.data_order import EpochPermutations
+from batchscale.workloads.defaults import pack_capacity
+
+CHUNK_SECONDS = 1.0  # target wall time of one compiled chunk: how soon a stop is noticed
+
+
+@dataclass
+class TrialRun:
+    """One trial's host-side state inside a pack."""
+
+    trial: TrialSpec
+    params: dict  # resolved (decay_fraction -> decay_steps)
+    order: EpochPermutations
+    metadata: dict
+    rows: list = field(default_factory=list)
+    step: int = 0
+    train_seconds: float = 0.0
+    finite: bool = True  # every training loss so far was finite
+    width: int | None = None  # from a checkpoint: the pack's width and this trial's position
+    position: int | None = None
+    done: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"trial {self.trial.batch_size}/{self.trial.trial_id}"
+
+
+def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, pipeline, log,
+                   stop) -> list[dict]:
+    """Train ``trials`` (one batch size, none finished) vmapped; return their metadata."""
+    import jax.numpy as jnp
+
+    from batchscale.store.checkpoints import read_checkpoint
+    from batchscale.training.evaluator import Evaluator
+    from batchscale.training.keras_setup import seed_keras, training_scope
+    from batchscale.training.vmapped_step import PackStep, initial_arrays
+    from batchscale.workloads import build_model
+
+    batch_size = trials[0].batch_size
+    max_steps = spec.max_steps[batch_size]
+    x, y = pipeline.arrays("train")
+    x_all = jnp.asarray(x)
+    y_all = jnp.asarray(np.eye(pipeline.num_outputs, dtype=np.float32)[y])
+    momentum = spec.workload.optimizer != "sgd"
+
+    runs, arrays, evaluators = [], [], []
+    started = time.time()
+    with training_scope(spec.backend, spec.workload.precision, batch_size, log):
+        for trial in trials:
+            seed = trial_seed(spec, trial)
+            seed_keras(seed, spec.backend)
+            model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
+                                task=pipeline.task)
+            run = _new_run(spec, trial, pipeline, seed, max_steps, len(trials))
+            values = initial_arrays(model, momentum)
+            checkpoint = read_checkpoint(store, spec, trial, log)
+            if checkpoint is not None:
+                values = _resume(run, checkpoint, values, log)
+            else:
+                store.write_metadata(spec, trial, run.metadata)  # INCOMPLETE: it has started
+            runs.append(run)
+            arrays.append(values)
+            evaluators.append(Evaluator(None, pipeline, spec.evaluation.train_examples, seed))
+        step_fn = PackStep(model, spec.schedule, spec.workload.optimizer,
+                           any(r.params.get("l2_penalty", 0.0) for r in runs), pipeline.num_outputs)
+    groups: dict[tuple, list[int]] = {}
+    width = max(1, pack_capacity(spec.workload.dataset, spec.workload.model))
+    fresh = [i for i, run in enumerate(runs) if run.width is None]
+    for start in range(0, len(fresh), width):  # at most `width` trials vmapped at once
+        groups[0, -start - 1] = fresh[start:start + width]
+    for i, run in enumerate(runs):
+        if run.width is not None:  # resumed: at its step, in a pack as wide as it was
+            groups.setdefault((run.step, run.width), []).append(i)
+    for key in sorted(groups, key=lambda k: (k[0], -k[1])):
+        members = groups[key]
+        width = key[1] if key[1] > 0 else len(members)
+        slots = _slots([runs[i] for i in members], width)
+        _Loop(spec, store, step_fn, [runs[members[i]] if i is not None else None for i in slots],
+              [arrays[members[i if i is not None else 0]] for i in slots],
+              [evaluators[members[i if i is not None else 0]] for i in slots],
+              x_all, y_all, started, log, stop).run()
+    return [run.metadata for run in runs]
+
+
+def _new_run(spec, trial, pipeline, seed, max_steps, pack_size) -> TrialRun:
+    params = resolve_parameters(trial.parameters, max_steps)
+    metadata = {
+        "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
+        "effective_learning_rate": effective_learning_rate(params["learning_rate"],
+                                                           params.get("momentum", 0.0)),
+        "status": "INCOMPLETE", "steps": 0, "max_steps": max_steps, "backend": spec.backend,
+        "precision": spec.workload.precision, "replicas": 1, "pack_size": pack_size,
+        "trainer": "vmapped",
+    }
+    if params != trial.parameters:
+        metadata["trainer_parameters"] = params
+    order = EpochPermutations(pipeline.num_train_examples, trial.batch_size, seed)
+    return TrialRun(trial, params, order, metadata)
+
+
+def _slots(runs: list[TrialRun], width: int) -> list[int | None]:
+    """Which run (index into ``runs``) sits at each position of a pack ``width`` wide; None
+    is filler. A resumed trial takes back the position it had when it was checkpointed, in
+    a pack as wide as it was then (filler where finished trials were), because XLA's
+    rounding in a vmapped step can depend on the pack's width: this keeps a resumed trial's
+    numbers bit-identical to an uninterrupted run's."""
+    if all(run.position is None for run in runs):
+        return list(range(len(runs)))
+    slots: list[int | None] = [None] * max(width, len(runs))
+    for i, run in enumerate(runs):
+        slots[run.position] = i
+    return slots
+
+
+def _resume(run: TrialRun, checkpoint, values: dict, log) -> dict:
+    state = checkpoint.state
+    run.step = int(state["step"])
+    run.rows = list(state["rows"])
+    run.train_seconds = float(state.get("train_seconds", 0.0))
+    run.finite = bool(state.get("finite", True))
+    run.width, run.position = int(state["pack_width"]), int(state["pack_position"])
+    run.metadata.update(state.get("metadata", {}))
+    run.order.restore(state["order"], checkpoint.arrays["order"])
+    log(f"{run.label}: resumed from its checkpoint at step {run.step}")
+    return {k: v for k, v in checkpoint.arrays.items() if k != "order"} or values
+
+
+def _filler(like: TrialRun) -> TrialRun:
+    """A slot that keeps a resumed pack as wide as it was: trained, never reported."""
+    order = EpochPermutations(len(like.order.order), like.trial.batch_size, 0)
+    return TrialRun(like.trial, like.params, order, {}, step=like.step, done=True)
+
+
+class _Loop:
+    """The evaluation-to-evaluation loop of one group of trials at the same step."""
+
+    def __init__(self, spec, store, step_fn, runs, arrays, evaluators, x_all, y_all, started,
+                 log, stop):
+        from batchscale.training.vmapped_step import stack_hyper, stack_trials
+
+        self.spec, self.store, self.step_fn, self.log, self.stop = spec, store, step_fn, log, stop
+        real = next(r for r in runs if r is not None)
+        runs = [r if r is not None else _filler(real) for r in runs]
+        self.runs, self.evaluators = runs, evaluators
+        self.x_all, self.y_all, self.started = x_all, y_all, started
+        self.state = stack_trials(arrays, spec.workload.optimizer != "sgd")
+        keys = (*SCHEDULE_PARAMETERS[spec.schedule], *SCHEDULE_OPTIONAL_PARAMETERS[spec.schedule])
+        self.hyper = stack_hyper([r.params for r in runs], keys)
+        self.active = list(range(len(runs)))  # every slot of the stacked arrays (a fixed width)
+        self.last_checkpoint = self.last_flush = time.time()
+        self.chunk_steps = 1
+        self.eval_seconds = 0.0
+
+    # ---- the loop -------------------------------------------------------------------
+    def run(self) -> None:
+        batch_size = self.runs[0].trial.batch_size
+        max_steps = self.spec.max_steps[batch_size]
+        first = self._live()[0]
+        step = first.step
+        grid = evaluation_steps(max_steps, self.spec.evaluation.resolution)
+        if not first.rows:
+            self._evaluate(0)  # as the per-trial trainer: no goal is checked at step 0
+        elif step in grid and first.rows[-1]["step"] < step:
+            self._evaluate(step)  # checkpointed after training up to an evaluation step
+            self._finish_some(step)
+        for target in grid:
+            if not self._live():
+                break
+            if target <= step:
+                continue
+            while step < target:
+                n = min(target - step, self.chunk_steps)
+                step = self._train(step, n)
+                if self.stop.requested:
+                    self._checkpoint(step)
+                    message = (f"stopped at step {step}: {len(self._live())} trial(s) "
+                               "checkpointed; run the pack again to resume")
+                    self.log(message)
+                    raise Stopped(message)
+                if time.time() - self.last_checkpoint >= self.spec.checkpoint_seconds:
+                    self._checkpoint(step)
+            self._evaluate(step)
+            self._finish_some(step)
+            if time.time() - self.last_flush > FLUSH_SECONDS:
+                self._flush(step)
+
+    def _live(self) -> list[TrialRun]:
+        return [r for r in self.runs if not r.done]
+
+    def _train(self, step: int, n: int) -> int:
+        positions = [i for i, _ in enumerate(self.active)]
+        indices = np.stack([self.runs[run].order.take(n).reshape(n, -1) for run in self.active], 1)
+        tick = time.perf_counter()
+        compile_before = self.step_fn.compile_seconds
+        self.state, finite = self.step_fn.run_chunk(self.state, self.hyper, indices, step,
+                                                    self.x_all, self.y_all)
+        seconds = time.perf_counter() - tick - (self.step_fn.compile_seconds - compile_before)
+        per_step = seconds / n
+        self.chunk_steps = int(max(1, min(4 * n, CHUNK_SECONDS / max(per_step, 1e-6))))
+        for position in positions:
+            run = self.runs[self.active[position]]
+            if not run.done:
+                run.train_seconds += seconds
+                run.step = step + n
+                run.finite = run.finite and bool(finite[position])
+        return step + n
+
+    def _evaluate(self, step: int) -> None:
+        from batchscale.training.evaluator import evaluate_pack
+
+        tick = time.perf_counter()
+        evaluators = [self.evaluators[i] for i in self.active]
+        rows = evaluate_pack(evaluators, lambda x, shared: self.step_fn.predict(self.state, x, shared),
+                             step, self.started)
+        self.eval_seconds += time.perf_counter() - tick
+        for run_index, row in zip(self.active, rows):
+            run = self.runs[run_index]
+            if not run.done:
+                run.rows.append(row)
+
+    def _finish_some(self, step: int) -> None:
+        """Finish every live trial whose latest evaluation ends it. Its slot keeps being
+        trained (and ignored) until the pack ends: narrowing the stacked arrays would change
+        the width of the vmapped step, and with it XLA's rounding for the trials still
+        training, which a resumed pack could not reproduce step for step."""
+        spec = self.spec
+        for run in self._live():
+            row = run.rows[-1]
+            loss = row["train/cross_entropy_error"]
+            initial = run.rows[0]["train/cross_entropy_error"]
+            if (not run.finite or not math.isfinite(loss)
+                    or loss > spec.evaluation.divergence_factor * initial):
+                self._finish(run, "INFEASIBLE", "diverged", step)
+            elif all_goals_reached(run.rows, spec.goals):
+                self._finish(run, "COMPLETE", "goal", step)
+            elif step >= spec.max_steps[run.trial.batch_size]:
+                self._finish(run, "COMPLETE", "budget", step)
+
+    def _finish(self, run: TrialRun, status: str, reason: str, step: int) -> None:
+        from batchscale.store.checkpoints import delete_checkpoint
+
+        run.done = True
+        batch_size = run.trial.batch_size
+        examples = step * batch_size
+        run.metadata.update(
+            status=status, stop_reason=reason, steps=step,
+            epochs=examples / len(run.order.order),
+            examples_per_second=examples / run.train_seconds if run.train_seconds else None,
+            compile_seconds=self.step_fn.compile_seconds,
+            evaluation_seconds=self.eval_seconds,
+            wall_time=time.time() - self.started,
+        )
+        self.store.write_measurements(self.spec, run.trial, run.rows)
+        self.store.write_metadata(self.spec, run.trial, run.metadata)  # last: marks it done
+        delete_checkpoint(self.store, self.spec, run.trial)
+        self.log(f"{run.label}: {status} ({reason}) after {step} steps, "
+                 f"{run.metadata['wall_time']:.1f}s")
+
+    # ---- durability -----------------------------------------------------------------
+    def _flush(self, step: int) -> None:
+        watched = f"val/{self.spec.goals[0].metric}"
+        for run in self._live():
+            self.store.write_measurements(self.spec, run.trial, run.rows)
+            run.metadata["steps"] = run.step
+            self.store.write_metadata(self.spec, run.trial, run.metadata)
+        best = min((r.rows[-1][watched] for r in self._live()), default=math.nan)
+        self.log(f"pack of {len(self._live())} at batch size {self.runs[0].trial.batch_size}: "
+                 f"step {step}, best {watched} {best:.4f}")
+        self.last_flush = time.time()
+
+    def _checkpoint(self, step: int) -> None:
+        from batchscale.store.checkpoints import write_checkpoint
+
+        for position, run_index in enumerate(self.active):
+            run = self.runs[run_index]
+            if run.done:
+                continue
+            order_state, order = run.order.state()
+            arrays = {**self.state.trial(position), "order": order}
+            state = {"step": run.step, "rows": run.rows, "order": order_state,
+                     "train_seconds": run.train_seconds, "finite": run.finite,
+                     "pack_width": len(self.active), "pack_position": position}
+            write_checkpoint(self.store, self.spec, run.trial, arrays, state)
+            run.metadata["steps"] = run.step
+            self.store.write_measurements(self.spec, run.trial, run.rows)
+            self.store.write_metadata(self.spec, run.trial, run.metadata)
+        self.last_checkpoint = time.time()

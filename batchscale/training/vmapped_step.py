@@ -1,0 +1,186 @@
+"""One jitted training step vmapped over the trials of a pack (JAX backend only).
+
+Every trial of a pack has the same model, data set and batch size, and its own
+parameters, optimizer state, metaparameters and data order. ``PackStep`` stacks them
+on a leading trial axis and trains them all in one compiled call: Keras 3's stateless
+API (``model.stateless_call``) gives the forward pass as a pure function of the
+variables, ``jax.vmap`` maps it over the trials, and the paper's update
+(``optimizer.paper_update``) and schedule (``schedules.rate_at``) take each trial's
+learning rate, momentum, label smoothing, L2 penalty and schedule parameters as traced
+values, so one executable serves every trial of the pack.
+
+The steps between two evaluations run inside that call (``lax.fori_loop`` over batch
+indices gathered on the host, one row per step and trial), with a dynamic trip count:
+one executable per pack width serves chunks of any length, and because every step runs
+the same compiled loop body, how a run is cut into chunks (by time, by a checkpoint, by
+a restart) never changes a number it computes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from batchscale.training.optimizer import is_penalised, paper_update
+from batchscale.training.schedules import rate_at
+
+INDEX_BUDGET = 1 << 21  # int32 batch indices per chunk buffer (8 MiB): bounds a chunk's steps
+MAX_CHUNK_STEPS = 512
+
+
+def chunk_capacity(width: int, batch_size: int) -> int:
+    """Steps one chunk buffer holds for ``width`` trials at ``batch_size``."""
+    return int(max(1, min(MAX_CHUNK_STEPS, INDEX_BUDGET // max(1, width * batch_size))))
+
+
+@dataclass
+class StackedState:
+    """The variables of a pack's trials, each stacked on a leading trial axis."""
+
+    trainable: list
+    non_trainable: list
+    velocity: list | None  # None for plain SGD
+
+    def trial(self, position: int) -> dict[str, np.ndarray]:
+        """One trial's arrays, named for a checkpoint."""
+        out = {}
+        for group, values in (("trainable", self.trainable), ("non_trainable", self.non_trainable),
+                              ("velocity", self.velocity or [])):
+            for i, value in enumerate(values):
+                out[f"{group}/{i}"] = np.asarray(value[position])
+        return out
+
+
+def stack_trials(per_trial: list[dict[str, np.ndarray]], momentum: bool) -> StackedState:
+    """Stack trials' arrays (``StackedState.trial`` form) into one state."""
+    import jax.numpy as jnp
+
+    def group(name):
+        count = sum(1 for key in per_trial[0] if key.startswith(f"{name}/"))
+        return [jnp.asarray(np.stack([t[f"{name}/{i}"] for t in per_trial])) for i in range(count)]
+
+    return StackedState(group("trainable"), group("non_trainable"),
+                        group("velocity") if momentum else None)
+
+
+def initial_arrays(model, momentum: bool) -> dict[str, np.ndarray]:
+    """A freshly built model's variables in ``StackedState.trial`` form (velocity 0)."""
+    out = {f"trainable/{i}": np.asarray(v.value) for i, v in enumerate(model.trainable_variables)}
+    out.update({f"non_trainable/{i}": np.asarray(v.value)
+                for i, v in enumerate(model.non_trainable_variables)})
+    if momentum:
+        out.update({f"velocity/{i}": np.zeros(v.shape, v.dtype)
+                    for i, v in enumerate(model.trainable_variables)})
+    return out
+
+
+class PackStep:
+    """Compiled training chunks and predictions for a pack of one model's trials.
+
+    ``schedule``, ``nesterov``, ``momentum`` (whether there is a velocity at all) and
+    ``l2`` (whether any trial has a penalty) are static; everything per trial is traced.
+    """
+
+    def __init__(self, model, schedule: str, optimizer: str, l2: bool, num_classes: int):
+        self.model, self.schedule = model, schedule
+        self.nesterov = optimizer == "nesterov_momentum"
+        self.momentum = optimizer != "sgd"
+        self.l2 = l2
+        self.num_classes = num_classes
+        self.penalised = [is_penalised(v) for v in model.trainable_variables]
+        self._compiled: dict[tuple, object] = {}
+        self.compile_seconds = 0.0
+        self._predict = None
+
+    # ---- training -----------------------------------------------------------------
+    def _one_trial(self, trainable, non_trainable, velocity, hyper, x, y, step):
+        import jax
+        from keras import ops
+
+        def loss_fn(trainable, non_trainable):
+            logits, non_trainable = self.model.stateless_call(trainable, non_trainable, x,
+                                                              training=True)
+            smoothing = hyper["label_smoothing"]
+            target = ops.add(ops.multiply(y, ops.subtract(1.0, smoothing)),
+                             ops.divide(smoothing, float(self.num_classes)))
+            losses = ops.categorical_crossentropy(target, logits, from_logits=True)
+            return ops.divide(ops.sum(losses), float(losses.shape[0])), non_trainable
+
+        (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            trainable, non_trainable)
+        rate = rate_at(self.schedule, step, hyper)
+        new_trainable, new_velocity = [], []
+        for i, (value, grad) in enumerate(zip(trainable, grads)):
+            penalty = hyper["l2_penalty"] if self.l2 and self.penalised[i] else None
+            v = velocity[i] if velocity is not None else None
+            value, v = paper_update(value, grad, v, rate, hyper["momentum"], self.nesterov, penalty)
+            new_trainable.append(value)
+            new_velocity.append(v)
+        return new_trainable, non_trainable, (new_velocity if velocity is not None else None), loss
+
+    def _chunk(self, state, hyper, indices, steps, first_step, x_all, y_all):
+        import jax
+        import jax.numpy as jnp
+
+        step_all = jax.vmap(self._one_trial, in_axes=(0, 0, 0, 0, 0, 0, None))
+
+        def body(i, carry):
+            trainable, non_trainable, velocity, finite = carry
+            batch = indices[i]  # (trials, batch)
+            trainable, non_trainable, velocity, loss = step_all(
+                trainable, non_trainable, velocity, hyper, x_all[batch], y_all[batch],
+                first_step + i)
+            return trainable, non_trainable, velocity, finite & jnp.isfinite(loss)
+
+        width = indices.shape[1]
+        start = (*state, jnp.ones((width,), bool))
+        return jax.lax.fori_loop(0, steps, body, start)
+
+    def run_chunk(self, state: StackedState, hyper: dict, indices: np.ndarray, first_step: int,
+                  x_all, y_all) -> tuple[StackedState, np.ndarray]:
+        """Train ``indices.shape[0]`` steps (indices: (steps, trials, batch)) from
+        ``first_step``; returns the new state and, per trial, whether every loss was finite."""
+        import jax
+        import jax.numpy as jnp
+
+        steps, width, batch = indices.shape
+        capacity = chunk_capacity(width, batch)
+        buffer = np.zeros((capacity, width, batch), np.int32)
+        buffer[:steps] = indices
+        args = ((state.trainable, state.non_trainable, state.velocity), hyper, jnp.asarray(buffer),
+                jnp.int32(steps), jnp.int32(first_step), x_all, y_all)
+        key = (width, batch, capacity)
+        if key not in self._compiled:
+            tick = time.perf_counter()
+            self._compiled[key] = jax.jit(self._chunk, donate_argnums=(0,)).lower(*args).compile()
+            self.compile_seconds += time.perf_counter() - tick
+        trainable, non_trainable, velocity, finite = self._compiled[key](*args)
+        finite = np.asarray(finite)  # waits for the chunk to finish
+        return StackedState(list(trainable), list(non_trainable),
+                            None if velocity is None else list(velocity)), finite
+
+    # ---- evaluation ---------------------------------------------------------------
+    def predict(self, state: StackedState, x, shared: bool) -> np.ndarray:
+        """Logits (trials, examples, outputs): of the same inputs for every trial when
+        ``shared``, else of each trial's own inputs (``x`` stacked on the trial axis)."""
+        import jax
+
+        if self._predict is None:
+            def one(trainable, non_trainable, x):
+                return self.model.stateless_call(trainable, non_trainable, x, training=False)[0]
+
+            self._predict = {True: jax.jit(jax.vmap(one, in_axes=(0, 0, None))),
+                             False: jax.jit(jax.vmap(one, in_axes=(0, 0, 0)))}
+        logits = self._predict[shared](state.trainable, state.non_trainable, x)
+        return np.asarray(logits, dtype=np.float32)
+
+
+def stack_hyper(resolved: list[dict], schedule_keys: tuple[str, ...]) -> dict:
+    """Per-trial metaparameters as float32 arrays on the trial axis (traced in the step)."""
+    import jax.numpy as jnp
+
+    keys = ("learning_rate", "momentum", "label_smoothing", "l2_penalty", *schedule_keys)
+    return {key: jnp.asarray(np.array([float(p.get(key, 0.0)) for p in resolved], np.float32))
+            for key in dict.fromkeys(keys)}
