@@ -88,7 +88,7 @@ def training_scope(backend: str, precision: str, batch_size: int, log=print):
 def _jax_data_parallel(batch_size: int, log):
     import keras
 
-    devices = _accelerators(keras.distribution.list_devices())
+    devices = training_devices()
     n = replicas_for(batch_size, len(devices))
     if n < 2:
         yield 1
@@ -102,8 +102,12 @@ def _jax_data_parallel(batch_size: int, log):
         keras.distribution.set_distribution(previous)
 
 
-def _accelerators(devices: list[str]) -> list[str]:
-    """Accelerator devices when there are any, else the CPU devices (tests force several)."""
+def training_devices() -> list[str]:
+    """Keras' accelerator devices when there are any, else its CPU devices (tests force
+    several): what a trial's global batch is spread over on the JAX backend."""
+    import keras
+
+    devices = keras.distribution.list_devices()
     fast = [d for d in devices if not d.lower().startswith("cpu")]
     return fast or list(devices)
 

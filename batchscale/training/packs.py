@@ -71,9 +71,6 @@ def vmappable(spec: StudySpec, pipeline, batch_size: int) -> bool:
     several devices trains alone)."""
     if spec.backend != "jax" or not pipeline.in_memory or pipeline.task != "classification":
         return False
-    import keras
+    from batchscale.training.keras_setup import replicas_for, training_devices
 
-    from batchscale.training.keras_setup import _accelerators, replicas_for
-
-    devices = _accelerators(keras.distribution.list_devices())
-    return replicas_for(batch_size, len(devices)) == 1
+    return replicas_for(batch_size, len(training_devices())) == 1
