@@ -50,8 +50,10 @@ class Evaluator:
                 self.subset = np.sort(rng.choice(n, train_examples, replace=False))
 
     def __call__(self, step: int, started: float) -> dict:
-        return evaluate_pack([self], lambda x, shared: self._predict(x if shared else x[0]),
-                             step, started)[0]
+        def predict(x, shared):
+            return self._predict(x if shared else self.pipeline.arrays("train")[0][x[0]])
+
+        return evaluate_pack([self], predict, step, started)[0]
 
     def shared(self, split: str) -> bool:
         """Whether this split's batches are the same for every trial of a pack (the
@@ -59,11 +61,13 @@ class Evaluator:
         return not (split == "train" and self.subset is not None)
 
     def _batches(self, split: str):
+        """``(x, labels[, weights])`` batches; for the seeded training subset, x holds the
+        examples' indices in the training split (gathered where the model runs)."""
         if split == "train" and self.subset is not None:
-            x, y = self.pipeline.arrays("train")
+            y = self.pipeline.arrays("train")[1]
             for start in range(0, len(self.subset), self.batch_size):
                 chunk = self.subset[start:start + self.batch_size]
-                yield x[chunk], y[chunk]
+                yield chunk, y[chunk]
             return
         limit = (self.train_examples or None) if split == "train" else None
         yield from self.pipeline.eval_batches(split, self.batch_size, limit)
@@ -81,8 +85,10 @@ def evaluate_pack(evaluators: list[Evaluator], predict, step: int, started: floa
 
     ``predict(x, shared)`` returns logits stacked on a leading trial axis: with
     ``shared`` every trial sees the same inputs ``x`` (the validation split), else ``x``
-    holds each trial's own inputs stacked (its seeded training subset). Each trial's
-    logits are folded into its own metrics.
+    holds each trial's own training-example indices stacked (trials, n): its seeded
+    training subset, gathered from the training split where the model runs, so no copy of
+    the examples is made per evaluation. Each trial's logits are folded into its own
+    metrics.
     """
     task = evaluators[0].pipeline.task
     rows = [{"step": step} for _ in evaluators]

@@ -58,8 +58,9 @@ class TrialRun:
 
 
 def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, pipeline, log,
-                   stop) -> list[dict]:
-    """Train ``trials`` (one batch size, none finished) vmapped; return their metadata."""
+                   stop, width: int | None = None) -> list[dict]:
+    """Train ``trials`` (one batch size, none finished), ``width`` of them vmapped at once
+    (default: ``vmap_width``); return their metadata."""
     import jax.numpy as jnp
 
     from batchscale.store.checkpoints import read_checkpoint
@@ -96,7 +97,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
         step_fn = PackStep(model, spec.schedule, spec.workload.optimizer,
                            any(r.params.get("l2_penalty", 0.0) for r in runs), pipeline.num_outputs)
     groups: dict[tuple, list[int]] = {}
-    width = max(1, pack_capacity(spec.workload.dataset, spec.workload.model))
+    width = max(1, width or vmap_width(spec))
     fresh = [i for i, run in enumerate(runs) if run.width is None]
     for start in range(0, len(fresh), width):  # at most `width` trials vmapped at once
         groups[0, -start - 1] = fresh[start:start + width]
@@ -107,11 +108,26 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
         members = groups[key]
         width = key[1] if key[1] > 0 else len(members)
         slots = _slots([runs[i] for i in members], width)
+        for i in members:  # until now: data loading, model builds, the pack's earlier trials
+            runs[i].metadata["pack_setup_seconds"] = time.time() - started
         _Loop(spec, store, step_fn, [runs[members[i]] if i is not None else None for i in slots],
               [arrays[members[i if i is not None else 0]] for i in slots],
               [evaluators[members[i if i is not None else 0]] for i in slots],
-              x_all, y_all, started, log, stop).run()
+              x_all, y_all, time.time(), log, stop).run()
     return [run.metadata for run in runs]
+
+
+def vmap_width(spec: StudySpec) -> int:
+    """How many trials of a pack train vmapped at once: on accelerators the workload's
+    ``pack_capacity``; on CPUs one. Measured on 2 CPU cores, a vmapped step gives little
+    more than one trial at a time (see benchmarks/README.md), while every trial that
+    finishes early keeps its slot of a vmapped pack busy until the pack ends; one at a
+    time, a CPU pack still pays imports, data loading and compilation once."""
+    from batchscale.training.keras_setup import training_devices
+
+    if all(device.lower().startswith("cpu") for device in training_devices()):
+        return 1
+    return pack_capacity(spec.workload.dataset, spec.workload.model)
 
 
 def _new_run(spec, trial, pipeline, seed, max_steps, pack_size) -> TrialRun:
@@ -173,6 +189,8 @@ class _Loop:
         self.spec, self.store, self.step_fn, self.log, self.stop = spec, store, step_fn, log, stop
         real = next(r for r in runs if r is not None)
         runs = [r if r is not None else _filler(real) for r in runs]
+        for run in runs:
+            run.metadata["vmap_width"] = len(runs)
         self.runs, self.evaluators = runs, evaluators
         self.x_all, self.y_all, self.started = x_all, y_all, started
         self.state = stack_trials(arrays, spec.workload.optimizer != "sgd")
@@ -242,8 +260,9 @@ class _Loop:
 
         tick = time.perf_counter()
         evaluators = [self.evaluators[i] for i in self.active]
-        rows = evaluate_pack(evaluators, lambda x, shared: self.step_fn.predict(self.state, x, shared),
-                             step, self.started)
+        rows = evaluate_pack(
+            evaluators, lambda x, shared: self.step_fn.predict(self.state, x, shared, self.x_all),
+            step, self.started)
         self.eval_seconds += time.perf_counter() - tick
         for run_index, row in zip(self.active, rows):
             run = self.runs[run_index]

@@ -24,10 +24,13 @@ from batchscale.store.layout import StudyStore
 from batchscale.training.stopping import Stopped, stop_on_sigterm
 
 
-def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=print) -> list[dict]:
+def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=print,
+             width: int | None = None) -> list[dict]:
     """Train (or re-use, or resume) every trial of a pack; return each trial's metadata,
     in the order given. Divergence is a status (INFEASIBLE), never an exception; a
-    SIGTERM checkpoints the unfinished trials and raises ``Stopped``."""
+    SIGTERM checkpoints the unfinished trials and raises ``Stopped``. ``width``: how many
+    trials train vmapped at once (default ``pack_loop.vmap_width``: all on an accelerator,
+    one on a CPU); benchmarks and tests set it."""
     results: dict[int, dict] = {}
     todo = []
     for trial in trials:
@@ -39,12 +42,13 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=pr
             todo.append(trial)
     if todo:
         with stop_on_sigterm() as stop:
-            for meta in _train(spec, todo, store, log, stop):
+            for meta in _train(spec, todo, store, log, stop, width):
                 results[meta["trial_id"]] = meta
     return [results[trial.trial_id] for trial in trials]
 
 
-def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, stop) -> list[dict]:
+def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, stop,
+           width: int | None) -> list[dict]:
     from batchscale.training.keras_setup import select_backend
     from batchscale.workloads import get_dataset
     from batchscale.workloads.dataset_registry import open_pipeline
@@ -54,7 +58,7 @@ def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, sto
     if vmappable(spec, pipeline, trials[0].batch_size):
         from batchscale.training.pack_loop import train_together
 
-        return train_together(spec, trials, store, pipeline, log, stop)
+        return train_together(spec, trials, store, pipeline, log, stop, width)
     from batchscale.training.trainer import run_trial
 
     out = []

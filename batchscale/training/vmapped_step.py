@@ -162,18 +162,25 @@ class PackStep:
                             None if velocity is None else list(velocity)), finite
 
     # ---- evaluation ---------------------------------------------------------------
-    def predict(self, state: StackedState, x, shared: bool) -> np.ndarray:
-        """Logits (trials, examples, outputs): of the same inputs for every trial when
-        ``shared``, else of each trial's own inputs (``x`` stacked on the trial axis)."""
+    def predict(self, state: StackedState, x, shared: bool, x_all=None) -> np.ndarray:
+        """Logits (trials, examples, outputs): of the same inputs ``x`` for every trial
+        when ``shared``, else of each trial's own training examples, ``x`` holding their
+        indices into ``x_all`` (trials, n), gathered on the device."""
         import jax
 
         if self._predict is None:
             def one(trainable, non_trainable, x):
                 return self.model.stateless_call(trainable, non_trainable, x, training=False)[0]
 
+            def gathered(trainable, non_trainable, indices, x_all):
+                return one(trainable, non_trainable, x_all[indices])
+
             self._predict = {True: jax.jit(jax.vmap(one, in_axes=(0, 0, None))),
-                             False: jax.jit(jax.vmap(one, in_axes=(0, 0, 0)))}
-        logits = self._predict[shared](state.trainable, state.non_trainable, x)
+                             False: jax.jit(jax.vmap(gathered, in_axes=(0, 0, 0, None)))}
+        if shared:
+            logits = self._predict[True](state.trainable, state.non_trainable, x)
+        else:
+            logits = self._predict[False](state.trainable, state.non_trainable, x, x_all)
         return np.asarray(logits, dtype=np.float32)
 
 

@@ -48,21 +48,25 @@ def _history(store: StudyStore, spec) -> dict:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The uninterrupted run's histories (trained in this process)."""
-    root = str(tmp_path_factory.mktemp("uninterrupted"))
-    spec, store = _spec(root), StudyStore(root)
-    prepare_dataset(store, "digits", log=lambda *_: None)
-    store.register_study(spec)
-    run_pack(spec, make_trials(spec), store, log=lambda *_: None)
-    return _history(store, spec)
+def references(tmp_path_factory):
+    """vmap width -> the uninterrupted run's histories (trained in this process)."""
+    out = {}
+    for width in (1, 3):  # one trial at a time (a CPU's choice; the SIGTERM test), all three vmapped
+        root = str(tmp_path_factory.mktemp(f"uninterrupted-{width}"))
+        spec, store = _spec(root), StudyStore(root)
+        prepare_dataset(store, "digits", log=lambda *_: None)
+        store.register_study(spec)
+        run_pack(spec, make_trials(spec), store, log=lambda *_: None, width=width)
+        out[width] = _history(store, spec)
+    return out
 
 
-def _start(spec, tmp_path) -> subprocess.Popen:
+def _start(spec, tmp_path, width: int = 1) -> subprocess.Popen:
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec.to_dict()))
     return subprocess.Popen([sys.executable, "-m", "tests.integration.pack_driver", str(spec_file),
-                             str(BATCH)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             str(BATCH), str(width)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
 
 
 def _prepared(root: str):
@@ -88,14 +92,14 @@ def _assert_same(store, spec, reference) -> None:
         assert not store.fs.exists(checkpoint_path(spec, trial))
 
 
-@pytest.mark.parametrize("where", ["local", "gcs"])
-def test_kill_9_at_random_points_then_resume(where, reference, tmp_path, request):
+@pytest.mark.parametrize("where, width", [("local", 3), ("gcs", 3)])
+def test_kill_9_at_random_points_then_resume(where, width, references, tmp_path, request):
     root = str(tmp_path / "store") if where == "local" else request.getfixturevalue("gcs_root")
     spec, store = _prepared(root)
-    rng = random.Random(f"kill-{where}")
+    rng = random.Random(f"kill-{where}-{width}")
     logs, kills = [], 0
     while kills < 3:
-        child = _start(spec, tmp_path)
+        child = _start(spec, tmp_path, width)
         _wait_for_checkpoint(store, spec, child)  # training is under way (start-up takes ~5 s)
         time.sleep(rng.uniform(0.0, 0.4 + 0.4 * kills))  # any moment: mid-chunk, -write, -eval
         if child.poll() is not None:
@@ -105,15 +109,15 @@ def test_kill_9_at_random_points_then_resume(where, reference, tmp_path, request
         child.wait()
         logs.append(child.stdout.read())
         kills += 1
-    final = _start(spec, tmp_path)
+    final = _start(spec, tmp_path, width)
     out, _ = final.communicate(timeout=120)
     logs.append(out)
     assert final.returncode == 0, out
     assert any("resumed from its checkpoint" in log for log in logs), "\n".join(logs)
-    _assert_same(store, spec, reference)
+    _assert_same(store, spec, references[width])
 
 
-def test_sigterm_checkpoints_then_resumes(reference, tmp_path):
+def test_sigterm_checkpoints_then_resumes(references, tmp_path):
     root = str(tmp_path / "store")
     spec, store = _prepared(root)
     child = _start(spec, tmp_path)
@@ -130,4 +134,4 @@ def test_sigterm_checkpoints_then_resumes(reference, tmp_path):
     out, _ = again.communicate(timeout=120)
     assert again.returncode == 0, out
     assert "resumed from its checkpoint" in out
-    _assert_same(store, spec, reference)
+    _assert_same(store, spec, references[1])
