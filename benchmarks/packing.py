@@ -13,12 +13,13 @@ no trial diverges: the table says how many trials ran their full budget), at the
 batch size, on mnist_5k, with the same evaluation grid, and the same trials (the same
 metaparameters and seeds) whichever way they run. The one-by-one baseline runs only
 ``--one-by-one`` processes (3 by default) and reports the per-trial cost; packs run
-trials 1..K. One-trial processes are interleaved with the pack runs, so load from other
-work on the machine falls on both.
+trials 1..K, with ``width`` of them vmapped at once (``--widths``: run_pack's default, which
+is one at a time on a CPU, and all K together). One-trial processes are interleaved with
+the pack runs, so load from other work on the machine falls on both.
 
     python benchmarks/packing.py [--quick] [--models fc_128_128,simple_cnn_base]
         [--packs 1,4,16,64] [--cnn-packs 1,4] [--steps 200] [--cnn-steps 30]
-        [--batch-size 32] [--one-by-one 3] [--resolution 0.25]
+        [--widths default,all] [--batch-size 32] [--one-by-one 3] [--resolution 0.25]
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import json, sys
 from batchscale.validation import parse_spec
 from batchscale.search.trials import make_trials
 from batchscale.store.layout import StudyStore
-root, spec_path, mode, ids = sys.argv[1:5]
+root, spec_path, mode, ids, width = sys.argv[1:6]
 with open(spec_path) as f:
     spec = parse_spec(json.load(f))
 store = StudyStore(root)
@@ -53,7 +54,7 @@ if mode == "one":
     run_trial(spec, chosen[0], store, log=quiet)
 else:
     from batchscale.training.packs import run_pack
-    run_pack(spec, chosen, store, log=quiet)
+    run_pack(spec, chosen, store, log=quiet, width=None if width == "default" else int(width))
 """
 
 
@@ -71,10 +72,11 @@ def study_dict(root: str, name: str, model: str, batch_size: int, steps: int, tr
     }
 
 
-def run_process(root: str, spec_path: str, mode: str, ids: list[int]) -> float:
-    """Wall seconds of one fresh process training ``ids`` (``mode``: one or pack)."""
+def run_process(root: str, spec_path: str, mode: str, ids: list[int], width: str) -> float:
+    """Wall seconds of one fresh process training ``ids`` (``mode``: one or pack;
+    ``width``: trials vmapped at once, or "default" for run_pack's own choice)."""
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    command = [sys.executable, "-c", CHILD, root, spec_path, mode, ",".join(map(str, ids))]
+    command = [sys.executable, "-c", CHILD, root, spec_path, mode, ",".join(map(str, ids)), width]
     tick = time.perf_counter()
     out = subprocess.run(command, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - tick
@@ -97,13 +99,18 @@ def read_back(store, spec, ids: list[int]) -> dict:
     full = sum(1 for m in metas if m.get("status") == "COMPLETE" and m.get("steps") == spec.max_steps[
         spec.batch_sizes[0]])
     return {"full": full, "compile": median("compile_seconds"), "eval": median("evaluation_seconds"),
-            "ex_s": median("examples_per_second"), "trainer": metas[0].get("trainer", "per-trial")}
+            "ex_s": median("examples_per_second"), "trainer": metas[0].get("trainer", "per-trial"),
+            "vmap_width": metas[0].get("vmap_width")}
 
 
-def plan(packs: list[int], one_by_one: int) -> list[tuple[str, int]]:
-    """Runs in order: one-trial processes interleaved with the packs, (mode, K)."""
-    ones = [("one", 1)] * one_by_one
-    pack_runs = [("pack", k) for k in packs]
+def plan(packs: list[int], widths: list[str], one_by_one: int) -> list[tuple[str, int, str]]:
+    """Runs in order: one-trial processes interleaved with the packs, (mode, K, width);
+    width "all" becomes K, and K = 1 runs once."""
+    ones = [("one", 1, "default")] * one_by_one
+    pack_runs = list(dict.fromkeys(("pack", k, str(k) if w == "all" else w)
+                                   for k in packs for w in widths))
+    if ("pack", 1, "1") in pack_runs and ("pack", 1, "default") in pack_runs:
+        pack_runs.remove(("pack", 1, "1"))
     order = []
     while ones or pack_runs:
         if ones:
@@ -128,6 +135,9 @@ def main() -> None:
                              "K = 4 took about 6 min at 30 steps, so 16 and 64 only on request)")
     parser.add_argument("--steps", type=int, default=200, help="steps per trial, fc models")
     parser.add_argument("--cnn-steps", type=int, default=30, help="steps per trial, other models")
+    parser.add_argument("--widths", default="default,all",
+                        help="trials vmapped at once in a pack: 'default' (run_pack's own choice: "
+                             "one on a CPU), 'all' (all K), or a number; comma-separated")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--one-by-one", type=int, default=3, help="one-trial processes timed")
     parser.add_argument("--resolution", type=float, default=0.25,
@@ -158,28 +168,29 @@ def main() -> None:
             steps = args.steps if fc else args.cnn_steps
             packs = [int(k) for k in (args.packs if fc else args.cnn_packs).split(",")]
             most = max(packs + [args.one_by_one])
-            for mode, k in plan(packs, args.one_by_one):
+            for mode, k, width in plan(packs, args.widths.split(","), args.one_by_one):
                 ones_done = sum(1 for r in rows if r["model"] == model and r["mode"] == "one-by-one")
                 ids = [ones_done + 1] if mode == "one" else list(range(1, k + 1))
-                name = f"bench-{model.replace('_', '-')}-{mode}-{k}-{ids[0]}"
+                name = f"bench-{model.replace('_', '-')}-{mode}-{k}-{width}-{ids[0]}"
                 raw = study_dict(root, name, model, args.batch_size, steps, most, args.resolution)
                 spec = parse_spec(raw)
                 store.register_study(spec)
                 spec_path = os.path.join(root, f"{name}.json")
                 with open(spec_path, "w") as f:
                     json.dump(raw, f)
-                wall = run_process(root, spec_path, mode, ids)
+                wall = run_process(root, spec_path, mode, ids, width)
                 row = {"model": model, "mode": "one-by-one" if mode == "one" else "pack", "k": k,
                        "trials": len(ids), "wall": wall, **read_back(store, spec, ids)}
                 rows.append(row)
-                print(f"  ran {model} {row['mode']} K={k}: {wall:.1f}s", flush=True)
+                print(f"  ran {model} {row['mode']} K={k} vmap width {row['vmap_width'] or '-'}: "
+                      f"{wall:.1f}s", flush=True)
     print_table(rows)
 
 
 def print_table(rows: list[dict]) -> None:
     print()
     print("| model | mode | K | trials | wall s | s/trial | trials/hour | speed-up | full budget "
-          "| compile s | eval s | train ex/s per trial | all trials |")
+          "| compile s | eval s | train ex/s per trial | x width |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in dict.fromkeys(r["model"] for r in rows):
         ones = [r for r in rows if r["model"] == model and r["mode"] == "one-by-one"]
@@ -194,21 +205,22 @@ def print_table(rows: list[dict]) -> None:
             if r["model"] != model or r["mode"] != "pack":
                 continue
             rate = 3600 * r["trials"] / r["wall"]
-            print(f"| {model} | pack ({r['trainer']}) | {r['k']} | {r['trials']} | {r['wall']:.1f} | "
+            label = f"pack ({r['trainer']}, width {r['vmap_width'] or '-'})"
+            print(f"| {model} | {label} | {r['k']} | {r['trials']} | {r['wall']:.1f} | "
                   f"{r['wall'] / r['trials']:.2f} | {rate:.0f} | "
                   f"{fmt(rate / base_rate if base_rate else None)} | {r['full']}/{r['trials']} | "
                   f"{fmt(r['compile'])} | {fmt(r['eval'])} | {fmt(r['ex_s'], '.0f')} | "
-                  f"{fmt(r['ex_s'] and r['ex_s'] * r['trials'], '.0f')} |")
+                  f"{fmt(r['ex_s'] and r['ex_s'] * (r['vmap_width'] or 1), '.0f')} |")
     print()
     print("wall s: the processes' wall time from outside (start-up, imports, data loading, "
           "compilation, training, evaluation, writing, exit); trials/hour = 3600 x trials / wall; "
           "speed-up: trials/hour over one-by-one's. full budget: trials COMPLETE after every step "
           "of their budget. compile s, eval s, train ex/s: medians over the pack's trials of the "
-          "compile_seconds, evaluation_seconds (whole pack, all trials together) and "
-          "examples_per_second (per trial, compile excluded) run_pack wrote into each trial's "
-          "metadata.json (run_trial writes only examples_per_second, its first compiling call "
-          "included); all trials: K x the per-trial rate, the pack's total training "
-          "throughput. Shared 2-core machine: figures are noisy.")
+          "compile_seconds, evaluation_seconds (of the trial's vmapped group: width trials "
+          "evaluated together) and examples_per_second (per trial, compile excluded) run_pack "
+          "wrote into each trial's metadata.json (run_trial writes only examples_per_second, its "
+          "first compiling call included); x width: that rate times the vmap width, the training "
+          "throughput of the trials training at once. Shared 2-core machine: figures are noisy.")
 
 
 if __name__ == "__main__":

@@ -102,6 +102,11 @@ def _jax_data_parallel(batch_size: int, log):
         keras.distribution.set_distribution(previous)
 
 
+def on_cpu() -> bool:
+    """Whether trials train on CPUs only (no accelerator device)."""
+    return all(device.lower().startswith("cpu") for device in training_devices())
+
+
 def training_devices() -> list[str]:
     """Keras' accelerator devices when there are any, else its CPU devices (tests force
     several): what a trial's global batch is spread over on the JAX backend."""

@@ -123,9 +123,9 @@ def vmap_width(spec: StudySpec) -> int:
     more than one trial at a time (see benchmarks/README.md), while every trial that
     finishes early keeps its slot of a vmapped pack busy until the pack ends; one at a
     time, a CPU pack still pays imports, data loading and compilation once."""
-    from batchscale.training.keras_setup import training_devices
+    from batchscale.training.keras_setup import on_cpu
 
-    if all(device.lower().startswith("cpu") for device in training_devices()):
+    if on_cpu():
         return 1
     return pack_capacity(spec.workload.dataset, spec.workload.model)
 

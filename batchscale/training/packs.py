@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from batchscale.core.names import DONE_STATUSES
 from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.store.checkpoints import delete_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.training.stopping import Stopped, stop_on_sigterm
 
@@ -37,6 +38,8 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=pr
         meta = store.read_metadata(spec, trial)
         if meta and meta.get("status") in DONE_STATUSES:
             log(f"trial {trial.batch_size}/{trial.trial_id}: already {meta['status']}, re-used")
+            # a pack killed between a trial's final metadata and its checkpoint's removal
+            delete_checkpoint(store, spec, trial)
             results[trial.trial_id] = meta
         else:
             todo.append(trial)

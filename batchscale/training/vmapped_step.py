@@ -13,7 +13,9 @@ The steps between two evaluations run inside that call (``lax.fori_loop`` over b
 indices gathered on the host, one row per step and trial), with a dynamic trip count:
 one executable per pack width serves chunks of any length, and because every step runs
 the same compiled loop body, how a run is cut into chunks (by time, by a checkpoint, by
-a restart) never changes a number it computes.
+a restart) never changes a number it computes. Convolutional models on a CPU run one
+compiled step per call instead (``steps_in_graph``: XLA:CPU is slow at convolutions
+inside a loop), which is just as independent of the chunking.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class PackStep:
         self._compiled: dict[tuple, object] = {}
         self.compile_seconds = 0.0
         self._predict = None
+        self.steps_in_graph = steps_in_graph(model)
 
     # ---- training -----------------------------------------------------------------
     def _one_trial(self, trainable, non_trainable, velocity, hyper, x, y, step):
@@ -120,46 +123,70 @@ class PackStep:
             new_velocity.append(v)
         return new_trainable, non_trainable, (new_velocity if velocity is not None else None), loss
 
-    def _chunk(self, state, hyper, indices, steps, first_step, x_all, y_all):
+    def _step(self, carry, hyper, batch, step, x_all, y_all):
+        """One step of every trial: batch (trials, batch size) indices into the data."""
         import jax
         import jax.numpy as jnp
 
-        step_all = jax.vmap(self._one_trial, in_axes=(0, 0, 0, 0, 0, 0, None))
+        trainable, non_trainable, velocity, finite = carry
+        if batch.shape[0] == 1:  # a pack of one: no trial axis inside (measured faster on CPU)
+            one = jax.tree.map(lambda a: a[0], (trainable, non_trainable, velocity, hyper))
+            out = self._one_trial(*one, x_all[batch[0]], y_all[batch[0]], step)
+            trainable, non_trainable, velocity, loss = jax.tree.map(lambda a: a[None], out)
+        else:
+            step_all = jax.vmap(self._one_trial, in_axes=(0, 0, 0, 0, 0, 0, None))
+            trainable, non_trainable, velocity, loss = step_all(
+                trainable, non_trainable, velocity, hyper, x_all[batch], y_all[batch], step)
+        return trainable, non_trainable, velocity, finite & jnp.isfinite(loss)
+
+    def _chunk(self, carry, hyper, indices, steps, first_step, x_all, y_all):
+        import jax
 
         def body(i, carry):
-            trainable, non_trainable, velocity, finite = carry
-            batch = indices[i]  # (trials, batch)
-            trainable, non_trainable, velocity, loss = step_all(
-                trainable, non_trainable, velocity, hyper, x_all[batch], y_all[batch],
-                first_step + i)
-            return trainable, non_trainable, velocity, finite & jnp.isfinite(loss)
+            return self._step(carry, hyper, indices[i], first_step + i, x_all, y_all)
 
-        width = indices.shape[1]
-        start = (*state, jnp.ones((width,), bool))
-        return jax.lax.fori_loop(0, steps, body, start)
+        return jax.lax.fori_loop(0, steps, body, carry)
 
     def run_chunk(self, state: StackedState, hyper: dict, indices: np.ndarray, first_step: int,
                   x_all, y_all) -> tuple[StackedState, np.ndarray]:
         """Train ``indices.shape[0]`` steps (indices: (steps, trials, batch)) from
-        ``first_step``; returns the new state and, per trial, whether every loss was finite."""
-        import jax
+        ``first_step``; returns the new state and, per trial, whether every loss was finite.
+
+        In one compiled call (``lax.fori_loop``) where that pays, else one compiled call per
+        step, dispatched without waiting (``steps_in_graph``)."""
         import jax.numpy as jnp
 
         steps, width, batch = indices.shape
-        capacity = chunk_capacity(width, batch)
-        buffer = np.zeros((capacity, width, batch), np.int32)
-        buffer[:steps] = indices
-        args = ((state.trainable, state.non_trainable, state.velocity), hyper, jnp.asarray(buffer),
-                jnp.int32(steps), jnp.int32(first_step), x_all, y_all)
-        key = (width, batch, capacity)
-        if key not in self._compiled:
-            tick = time.perf_counter()
-            self._compiled[key] = jax.jit(self._chunk, donate_argnums=(0,)).lower(*args).compile()
-            self.compile_seconds += time.perf_counter() - tick
-        trainable, non_trainable, velocity, finite = self._compiled[key](*args)
+        carry = (state.trainable, state.non_trainable, state.velocity, jnp.ones((width,), bool))
+        if self.steps_in_graph:
+            capacity = chunk_capacity(width, batch)
+            buffer = np.zeros((capacity, width, batch), np.int32)
+            buffer[:steps] = indices
+            args = (carry, hyper, jnp.asarray(buffer), jnp.int32(steps), jnp.int32(first_step),
+                    x_all, y_all)
+            trainable, non_trainable, velocity, finite = self._compiled_call(
+                "chunk", self._chunk, args, (width, batch, capacity))(*args)
+        else:
+            device_indices = jnp.asarray(indices.astype(np.int32))
+            for i in range(steps):
+                args = (carry, hyper, device_indices[i], jnp.int32(first_step + i), x_all, y_all)
+                carry = self._compiled_call("step", self._step, args, (width, batch))(*args)
+            trainable, non_trainable, velocity, finite = carry
         finite = np.asarray(finite)  # waits for the chunk to finish
         return StackedState(list(trainable), list(non_trainable),
                             None if velocity is None else list(velocity)), finite
+
+    def _compiled_call(self, kind: str, function, args, shape: tuple):
+        """``function`` compiled ahead of time for these argument shapes, once (its compile
+        time counted in ``compile_seconds``); the state is donated."""
+        import jax
+
+        key = (kind, *shape)
+        if key not in self._compiled:
+            tick = time.perf_counter()
+            self._compiled[key] = jax.jit(function, donate_argnums=(0,)).lower(*args).compile()
+            self.compile_seconds += time.perf_counter() - tick
+        return self._compiled[key]
 
     # ---- evaluation ---------------------------------------------------------------
     def predict(self, state: StackedState, x, shared: bool, x_all=None) -> np.ndarray:
@@ -182,6 +209,24 @@ class PackStep:
         else:
             logits = self._predict[False](state.trainable, state.non_trainable, x, x_all)
         return np.asarray(logits, dtype=np.float32)
+
+
+def steps_in_graph(model) -> bool:
+    """Whether a chunk's steps run inside one compiled loop (``lax.fori_loop``) or as one
+    compiled call per step. Measured (benchmarks/pack_throughput.py, 2026-11-23): on a CPU
+    the in-graph loop trains fc_128_128 1.3-2.5x faster than a call per step, but a
+    convolutional model 4-6x slower (XLA:CPU runs convolutions inside a loop body far
+    slower than outside, jax-ml/jax#12868); accelerators keep the loop in the graph."""
+    from batchscale.training.keras_setup import on_cpu
+
+    convolutional = any("Conv" in type(layer).__name__ for layer in _layers(model))
+    return not (on_cpu() and convolutional)
+
+
+def _layers(model):
+    for layer in getattr(model, "layers", []):
+        yield layer
+        yield from _layers(layer)
 
 
 def stack_hyper(resolved: list[dict], schedule_keys: tuple[str, ...]) -> dict:

@@ -145,3 +145,42 @@ def test_data_parallel_trial_matches_one_device(digits_store, tmp_path):
     for a, b in zip(one, four):
         for key in ("train/cross_entropy_error", "val/cross_entropy_error", "val/classification_error"):
             assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-5), (a["step"], key)
+
+
+def test_a_convolutional_pack_on_cpu_steps_once_per_call_and_matches_the_trial_trainer(
+        digits_store, tmp_path):
+    """On a CPU, XLA runs convolutions inside a compiled loop 4-6x slower than outside
+    (benchmarks/README.md), so a CNN pack takes one compiled call per step while an fc pack
+    loops in the graph; either way the trial reaches the per-trial trainer's result."""
+    from batchscale.search.trials import make_trials
+    from batchscale.training.keras_setup import seed_keras
+    from batchscale.training.trainer import run_trial
+    from batchscale.training.vmapped_step import steps_in_graph
+    from batchscale.workloads import build_model
+
+    seed_keras(0, "jax")
+    assert steps_in_graph(build_model("fc_32", (8, 8, 1), 10, task="classification"))
+    assert not steps_in_graph(build_model("resnet_8", (8, 8, 1), 10, task="classification"))
+
+    workload = {"dataset": "digits", "model": "resnet_8", "optimizer": "nesterov_momentum"}
+    done = {}
+    for how in ("trial", "pack"):
+        root = str(tmp_path / how)
+        os.makedirs(root)
+        os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+        spec = parse_spec(tiny_spec_dict(root, workload=workload, batch_sizes=[32],
+                                         trials_per_batch_size=1, max_steps=40))
+        store = StudyStore(root)
+        store.register_study(spec)
+        [trial] = make_trials(spec)
+        if how == "trial":
+            run_trial(spec, trial, store, log=lambda *_: None)
+        else:
+            run_pack(spec, [trial], store, log=lambda *_: None)
+        done[how] = store.read_metadata(spec, trial), store.read_measurements(spec, trial)
+    (meta, rows), (pack_meta, pack_rows) = done["trial"], done["pack"]
+    assert pack_meta["trainer"] == "vmapped" and pack_meta["vmap_width"] == 1
+    assert (pack_meta["status"], pack_meta["steps"]) == (meta["status"], meta["steps"])
+    assert [r["step"] for r in pack_rows] == [r["step"] for r in rows]
+    assert pack_rows[-1]["val/cross_entropy_error"] == pytest.approx(
+        rows[-1]["val/cross_entropy_error"], rel=1e-3)
