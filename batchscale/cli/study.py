@@ -93,7 +93,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             last, tracker = "", ProgressTracker(spec, store)
             while child.poll() is None:
-                time.sleep(POLL_SECONDS)
+                try:
+                    child.wait(timeout=POLL_SECONDS)  # returns as soon as the pipeline ends
+                except subprocess.TimeoutExpired:
+                    pass
                 try:
                     line = tracker.poll().line()
                 except Exception:  # the store may be mid-write; try again next poll

@@ -190,14 +190,17 @@ def test_ctrl_c_in_run_local_stops_the_child_and_says_how_to_resume(signals, mon
 
     def popen(command, **kwargs):
         started.append((command, kwargs))
-        children.append(FakeChild())
-        return children[-1]
+        child = FakeChild()
+        children.append(child)
 
-    def sleep(_seconds):
-        raise KeyboardInterrupt
+        def wait(timeout=None):  # Ctrl-C while the progress loop waits for the pipeline
+            if timeout is not None and child.returncode is None:
+                raise KeyboardInterrupt
+            return FakeChild.wait(child, timeout)
+        child.wait = wait
+        return child
 
     monkeypatch.setattr(study.subprocess, "Popen", popen)
-    monkeypatch.setattr(study.time, "sleep", sleep)
     code = main(["run", "--local", "--store", str(tmp_path / "store"), "--work-dir", str(tmp_path / "w")])
     out, err = capsys.readouterr()
     assert code == 130

@@ -82,7 +82,7 @@ def test_pack_size_comes_from_the_workload_and_the_preset():
     assert [pack_size_for(cifar, p) for p in ("cpu", "nvidia-l4", "tpu-v5e-1x1")] == [16, 16, 16]
     assert pack_size_for(_workload_spec("mnist", "simple_cnn_base"), "nvidia-h100-80gb") == 32
     assert pack_size_for(_workload_spec("mnist", "simple_cnn_base"), "cpu") == 16  # cpu's cap
-    assert pack_size_for(parse_spec(default_spec_dict()), "cpu") == 6  # all 6 trials of a size
+    assert pack_size_for(parse_spec(default_spec_dict()), "cpu") == 10  # all 10 trials of a size
     assert pack_size_for(_workload_spec("cifar_10", "resnet_8", pack_size=3), "cpu") == 3
 
 

@@ -22,6 +22,7 @@ def test_default_spec_meets_the_quickstart_promise():
     spec = parse_spec(default_spec_dict())
     assert spec.workload.dataset == "mnist_5k"
     assert len(spec.batch_sizes) >= 6 and spec.batch_sizes[-1] / spec.batch_sizes[0] >= 2**6
+    assert spec.batch_sizes[-1] == 4000  # the whole training set: full-batch training
     assert spec.trials_per_batch_size >= 6
 
 

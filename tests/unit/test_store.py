@@ -35,7 +35,7 @@ def test_register_writes_the_paper_layout(root):
     assert study["batch_size"] == 64 and study["optimizer"] == "nesterov_momentum"
     assert study["parameter_configs"]["momentum"]["scale"] == "REVERSE_LOG_SCALE"
     assert study["parameter_configs"]["learning_rate"] == {
-        "type": "DOUBLE", "min_value": 0.003, "max_value": 0.3, "scale": "LOG_SCALE"}
+        "type": "DOUBLE", "min_value": 0.003, "max_value": 1.0, "scale": "LOG_SCALE"}
     assert parse_spec(store.read_spec_dict("quickstart")) == spec
 
 
