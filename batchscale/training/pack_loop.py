@@ -196,7 +196,6 @@ class _Loop:
         self.state = stack_trials(arrays, spec.workload.optimizer != "sgd")
         keys = (*SCHEDULE_PARAMETERS[spec.schedule], *SCHEDULE_OPTIONAL_PARAMETERS[spec.schedule])
         self.hyper = stack_hyper([r.params for r in runs], keys)
-        self.active = list(range(len(runs)))  # every slot of the stacked arrays (a fixed width)
         self.last_checkpoint = self.last_flush = time.time()
         self.chunk_steps = 1
         self.eval_seconds = 0.0
@@ -238,8 +237,7 @@ class _Loop:
         return [r for r in self.runs if not r.done]
 
     def _train(self, step: int, n: int) -> int:
-        positions = [i for i, _ in enumerate(self.active)]
-        indices = np.stack([self.runs[run].order.take(n).reshape(n, -1) for run in self.active], 1)
+        indices = np.stack([run.order.take(n).reshape(n, -1) for run in self.runs], 1)
         tick = time.perf_counter()
         compile_before = self.step_fn.compile_seconds
         self.state, finite = self.step_fn.run_chunk(self.state, self.hyper, indices, step,
@@ -247,8 +245,7 @@ class _Loop:
         seconds = time.perf_counter() - tick - (self.step_fn.compile_seconds - compile_before)
         per_step = seconds / n
         self.chunk_steps = int(max(1, min(4 * n, CHUNK_SECONDS / max(per_step, 1e-6))))
-        for position in positions:
-            run = self.runs[self.active[position]]
+        for position, run in enumerate(self.runs):  # the slots of finished trials: ignored
             if not run.done:
                 run.train_seconds += seconds
                 run.step = step + n
@@ -259,13 +256,12 @@ class _Loop:
         from batchscale.training.evaluator import evaluate_pack
 
         tick = time.perf_counter()
-        evaluators = [self.evaluators[i] for i in self.active]
         rows = evaluate_pack(
-            evaluators, lambda x, shared: self.step_fn.predict(self.state, x, shared, self.x_all),
+            self.evaluators,
+            lambda x, shared: self.step_fn.predict(self.state, x, shared, self.x_all),
             step, self.started)
         self.eval_seconds += time.perf_counter() - tick
-        for run_index, row in zip(self.active, rows):
-            run = self.runs[run_index]
+        for run, row in zip(self.runs, rows):
             if not run.done:
                 run.rows.append(row)
 
@@ -322,15 +318,14 @@ class _Loop:
     def _checkpoint(self, step: int) -> None:
         from batchscale.store.checkpoints import write_checkpoint
 
-        for position, run_index in enumerate(self.active):
-            run = self.runs[run_index]
+        for position, run in enumerate(self.runs):
             if run.done:
                 continue
             order_state, order = run.order.state()
             arrays = {**self.state.trial(position), "order": order}
             state = {"step": run.step, "rows": run.rows, "order": order_state,
                      "train_seconds": run.train_seconds, "finite": run.finite,
-                     "pack_width": len(self.active), "pack_position": position}
+                     "pack_width": len(self.runs), "pack_position": position}
             write_checkpoint(self.store, self.spec, run.trial, arrays, state)
             run.metadata["steps"] = run.step
             self.store.write_measurements(self.spec, run.trial, run.rows)

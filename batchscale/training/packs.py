@@ -68,7 +68,7 @@ def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, sto
     for trial in trials:
         if stop.requested:
             raise Stopped(f"stopped before trial {trial.batch_size}/{trial.trial_id}")
-        out.append(run_trial(spec, trial, store, log))
+        out.append(run_trial(spec, trial, store, log, stop))
     return out
 
 

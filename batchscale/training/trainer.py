@@ -20,14 +20,17 @@ import numpy as np
 from batchscale.core.goals import all_goals_reached
 from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.store.checkpoints import delete_checkpoint, read_checkpoint, write_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
+from batchscale.training.stopping import Stopped
 from batchscale.workloads import build_model, get_dataset
 from batchscale.workloads.data_order import EpochPermutations
 from batchscale.workloads.dataset_registry import open_pipeline
 
 FLUSH_SECONDS = 5.0  # how often measurements reach the store while a trial runs
+CHUNK_SECONDS = 2.0  # about how long one fit call trains: how soon a stop is noticed
 
 
 def trial_seed(spec: StudySpec, trial: TrialSpec) -> int:
@@ -44,11 +47,17 @@ def resolve_parameters(parameters: dict, max_steps: int) -> dict:
     return params
 
 
-def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -> dict:
-    """Train ``trial`` unless the store holds it COMPLETE or INFEASIBLE; return its metadata."""
+def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, stop=None) -> dict:
+    """Train ``trial`` unless the store holds it COMPLETE or INFEASIBLE; return its metadata.
+
+    Resumes from the trial's checkpoint when it has one, and keeps one while it trains
+    (every ``spec.checkpoint_seconds``); ``stop`` (a ``stopping.StopRequest``, set by
+    SIGTERM) makes it checkpoint and raise ``Stopped`` at the end of the current fit call.
+    """
     existing = store.read_metadata(spec, trial)
     if existing and existing.get("status") in ("COMPLETE", "INFEASIBLE"):
         log(f"trial {trial.batch_size}/{trial.trial_id}: already {existing['status']}, re-used")
+        delete_checkpoint(store, spec, trial)  # killed between its last two writes
         return existing
 
     select_backend(spec.backend)
@@ -60,6 +69,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
     seed = trial_seed(spec, trial)
     max_steps = spec.max_steps[trial.batch_size]
     params = resolve_parameters(trial.parameters, max_steps)
+    label = f"trial {trial.batch_size}/{trial.trial_id}"
 
     seed_keras(seed, spec.backend)
     with training_scope(spec.backend, spec.workload.precision, trial.batch_size, log) as replicas:
@@ -69,7 +79,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
                                    params.get("momentum", 0.0), params.get("l2_penalty", 0.0))
         model.compile(optimizer=optimizer, loss=make_loss(pipeline.task, params.get("label_smoothing", 0.0)))
         evaluate = Evaluator(model, pipeline, spec.evaluation.train_examples, seed, replicas)
-        train = _trainer(model, pipeline, trial.batch_size, seed)
+        train = _Trainer(model, pipeline, trial.batch_size, seed)
 
         metadata = {
             "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
@@ -77,25 +87,56 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
                                                                params.get("momentum", 0.0)),
             "status": "INCOMPLETE",
             "steps": 0, "max_steps": max_steps, "backend": spec.backend,
-            "precision": spec.workload.precision, "replicas": replicas,
+            "precision": spec.workload.precision, "replicas": replicas, "trainer": "fit",
         }
         if params != trial.parameters:
             metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
-        store.write_metadata(spec, trial, metadata)
         watched = f"val/{spec.goals[0].metric}"
+        grid = evaluation_steps(max_steps, spec.evaluation.resolution)
 
-        started = last_flush = time.time()
-        train_seconds, rows, status, reason, step = 0.0, [], "COMPLETE", "budget", 0
-        rows.append(evaluate(0, started))
+        started = last_flush = last_checkpoint = time.time()
+        train_seconds, rows, status, reason, step, finite = 0.0, [], "COMPLETE", "budget", 0, True
+        checkpoint = read_checkpoint(store, spec, trial, log)
+        if checkpoint is not None:
+            state = checkpoint.state
+            step, rows = int(state["step"]), list(state["rows"])
+            train_seconds, finite = float(state["train_seconds"]), bool(state["finite"])
+            _restore(model, optimizer, checkpoint.arrays)
+            train.restore(state["order"], checkpoint.arrays.get("order"), step)
+            log(f"{label}: resumed from its checkpoint at step {step}")
+        else:
+            store.write_metadata(spec, trial, metadata)
+            rows.append(evaluate(0, started))
+
+        def save() -> None:
+            order_state, order = train.state()
+            arrays = {**_variables(model, optimizer), **({"order": order} if order is not None else {})}
+            write_checkpoint(store, spec, trial, arrays, {
+                "step": step, "rows": rows, "train_seconds": train_seconds, "finite": finite,
+                "order": order_state})
+            store.write_measurements(spec, trial, rows)
+            store.write_metadata(spec, trial, {**metadata, "steps": step})
+
         initial_loss = rows[0]["train/cross_entropy_error"]
-        for target in evaluation_steps(max_steps, spec.evaluation.resolution)[1:]:
-            tick = time.time()
-            last_loss = train(target - step)
-            train_seconds += time.time() - tick
-            step = target
+        for target in grid[1:]:
+            if target < step or (target == step and rows[-1]["step"] == step):
+                continue  # resumed past this evaluation
+            while step < target:
+                tick = time.time()
+                n = train.steps_for(target - step)
+                finite = math.isfinite(train(n)) and finite
+                train_seconds += time.time() - tick
+                step += n
+                if stop is not None and stop.requested:
+                    save()
+                    log(f"{label}: stopped at step {step} and checkpointed; run it again to resume")
+                    raise Stopped(f"stopped at step {step}")
+                if time.time() - last_checkpoint >= spec.checkpoint_seconds:
+                    save()
+                    last_checkpoint = time.time()
             rows.append(evaluate(step, started))
             loss = rows[-1]["train/cross_entropy_error"]
-            if (not math.isfinite(last_loss) or not math.isfinite(loss)
+            if (not finite or not math.isfinite(loss)
                     or loss > spec.evaluation.divergence_factor * initial_loss):
                 status, reason = "INFEASIBLE", "diverged"
                 break
@@ -107,8 +148,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
                 metadata["steps"] = step
                 store.write_metadata(spec, trial, metadata)
                 last_flush = time.time()
-                log(f"trial {trial.batch_size}/{trial.trial_id}: step {step}/{max_steps} "
-                    f"{watched} {rows[-1][watched]:.4f}")
+                log(f"{label}: step {step}/{max_steps} {watched} {rows[-1][watched]:.4f}")
 
     metadata.update(
         status=status, stop_reason=reason, steps=step,
@@ -118,45 +158,87 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print) -
     )
     store.write_measurements(spec, trial, rows)
     store.write_metadata(spec, trial, metadata)  # written last: marks the trial done
-    log(f"trial {trial.batch_size}/{trial.trial_id}: {status} ({reason}) after {step} steps, "
-        f"{metadata['wall_time']:.1f}s")
+    delete_checkpoint(store, spec, trial)
+    log(f"{label}: {status} ({reason}) after {step} steps, {metadata['wall_time']:.1f}s")
     return metadata
 
 
-def _trainer(model, pipeline, batch_size: int, seed: int):
-    """A function ``train(steps) -> last training loss`` that takes ``steps`` optimizer steps.
+def _variables(model, optimizer) -> dict[str, np.ndarray]:
+    """The model's variables (dropout seed states included) and the optimizer's (slots,
+    iteration count), named for a checkpoint."""
+    out = {f"model/{i}": np.asarray(v) for i, v in enumerate(model.variables)}
+    out.update({f"optimizer/{i}": np.asarray(v) for i, v in enumerate(optimizer.variables)})
+    return out
 
-    In-memory data: the batches of all those steps are sliced from the arrays and fed to
-    one ``fit`` call (fast: no per-step Python). Streamed data: ``fit`` pulls exactly
-    ``steps`` batches from the pipeline's endless iterator, which persists across calls.
+
+def _restore(model, optimizer, arrays: dict) -> None:
+    optimizer.build(model.trainable_variables)  # its slots exist only after the first step
+    for i, variable in enumerate(model.variables):
+        variable.assign(arrays[f"model/{i}"])
+    for i, variable in enumerate(optimizer.variables):
+        variable.assign(arrays[f"optimizer/{i}"])
+
+
+class _Trainer:
+    """``train(steps) -> mean training loss`` takes ``steps`` optimizer steps with ``fit``.
+
+    In-memory data: the batches of those steps are sliced from the arrays by the trial's
+    ``EpochPermutations`` and fed to one ``fit`` call. Streamed data: ``fit`` pulls the
+    batches from the pipeline's endless iterator, which persists across calls (a resumed
+    trial skips the batches it had taken). Each call is cut to about ``CHUNK_SECONDS`` of
+    steps, so a stop request is noticed soon; every step is the same compiled train step
+    however the calls are cut.
     """
-    # One-hot rows for softmax labels, made once per trial (never for a 32k vocabulary).
-    eye = np.eye(pipeline.num_outputs, dtype=np.float32) if pipeline.task == "classification" else None
-    if pipeline.in_memory and pipeline.task == "classification":
-        x, y = pipeline.arrays("train")
-        one_hot = eye[y]
-        order = EpochPermutations(len(x), batch_size, seed)
 
-        def train_arrays(steps: int) -> float:
-            indices = order.take(steps)
-            history = model.fit(x[indices], one_hot[indices], batch_size=batch_size, epochs=1,
-                                shuffle=False, verbose=0)
-            return history.history["loss"][-1]
+    def __init__(self, model, pipeline, batch_size: int, seed: int):
+        self.model, self.pipeline, self.batch_size = model, pipeline, batch_size
+        self.seconds_per_step = None
+        # One-hot rows for softmax labels, made once per trial (never for a 32k vocabulary).
+        self.eye = (np.eye(pipeline.num_outputs, dtype=np.float32)
+                    if pipeline.task == "classification" else None)
+        self.arrays = pipeline.in_memory and pipeline.task == "classification"
+        if self.arrays:
+            self.x, y = pipeline.arrays("train")
+            self.one_hot = self.eye[y]
+            self.order = EpochPermutations(len(self.x), batch_size, seed)
+        else:
+            self.batches = pipeline.train_batches(batch_size, seed)
+            self.length = getattr(pipeline, "train_length", None)
 
-        return train_arrays
+    def steps_for(self, remaining: int) -> int:
+        if self.seconds_per_step is None:
+            return min(remaining, 1)  # the first call compiles
+        return int(max(1, min(remaining, CHUNK_SECONDS / max(self.seconds_per_step, 1e-6))))
 
-    batches = pipeline.train_batches(batch_size, seed)
-    length = getattr(pipeline, "train_length", None)
-
-    def feed(steps: int):
-        for batch in itertools.islice(batches, steps):
-            yield _model_batch(batch, pipeline.task, eye, length)
-
-    def train_stream(steps: int) -> float:
-        history = model.fit(feed(steps), steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
+    def __call__(self, steps: int) -> float:
+        tick = time.perf_counter()
+        if self.arrays:
+            indices = self.order.take(steps)
+            history = self.model.fit(self.x[indices], self.one_hot[indices],
+                                     batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0)
+        else:
+            feed = (_model_batch(b, self.pipeline.task, self.eye, self.length)
+                    for b in itertools.islice(self.batches, steps))
+            history = self.model.fit(feed, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
+        seconds = (time.perf_counter() - tick) / steps
+        if self.seconds_per_step is not None or steps > 1:
+            self.seconds_per_step = seconds
+        else:
+            self.seconds_per_step = seconds / 10  # the compiling call: a guess, refined next call
         return history.history["loss"][-1]
 
-    return train_stream
+    def state(self) -> tuple[dict, np.ndarray | None]:
+        """Where the data order stands (JSON-able) and the epoch's permutation (arrays only)."""
+        if self.arrays:
+            return self.order.state()
+        return {"streamed": True}, None
+
+    def restore(self, state: dict, order: np.ndarray | None, step: int) -> None:
+        if self.arrays:
+            self.order.restore(state, order)
+        else:  # the stream is deterministic from the seed: skip what was trained on
+            for _ in itertools.islice(self.batches, step):
+                pass
 
 
 def _model_batch(batch: tuple, task: str, eye: np.ndarray | None, length: int | None) -> tuple:

@@ -184,3 +184,49 @@ def test_a_convolutional_pack_on_cpu_steps_once_per_call_and_matches_the_trial_t
     assert [r["step"] for r in pack_rows] == [r["step"] for r in rows]
     assert pack_rows[-1]["val/cross_entropy_error"] == pytest.approx(
         rows[-1]["val/cross_entropy_error"], rel=1e-3)
+
+
+class _StopAfter:
+    """A stop request that turns on at the ``checks``-th time the trainer looks at it."""
+
+    def __init__(self, checks: int):
+        self.checks = checks
+
+    @property
+    def requested(self) -> bool:
+        self.checks -= 1
+        return self.checks < 0
+
+
+@pytest.mark.parametrize("stops", [[0], [2, 5]])
+def test_the_fit_trainer_checkpoints_on_a_stop_and_resumes_step_for_step(stops, digits_store,
+                                                                         tmp_path):
+    """The per-trial (``fit``) trainer, used where a pack cannot be vmapped (TensorFlow, a
+    data-parallel trial, streamed data): stopped after a few fit calls, it checkpoints and
+    raises Stopped; run again it resumes, and its measurements equal an uninterrupted run's."""
+    from batchscale.search.trials import make_trials
+    from batchscale.store.checkpoints import checkpoint_path
+    from batchscale.training.stopping import Stopped
+    from batchscale.training.trainer import run_trial
+
+    histories = {}
+    for how in ("uninterrupted", "stopped"):
+        root = str(tmp_path / how)
+        os.makedirs(root)
+        os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+        spec = parse_spec(tiny_spec_dict(root, batch_sizes=[16], trials_per_batch_size=1,
+                                         max_steps=300, checkpoint_seconds=1000))
+        store = StudyStore(root)
+        store.register_study(spec)
+        [trial] = make_trials(spec)
+        for checks in (stops if how == "stopped" else []):
+            with pytest.raises(Stopped):
+                run_trial(spec, trial, store, log=lambda *_: None, stop=_StopAfter(checks))
+            assert store.read_metadata(spec, trial)["status"] == "INCOMPLETE"
+            assert store.fs.exists(checkpoint_path(spec, trial))
+        meta = run_trial(spec, trial, store, log=lambda *_: None)
+        assert meta["trainer"] == "fit" and not store.fs.exists(checkpoint_path(spec, trial))
+        histories[how] = (meta["status"], meta["steps"],
+                          [{k: v for k, v in r.items() if k != "wall_time"}
+                           for r in store.read_measurements(spec, trial)])
+    assert histories["stopped"] == histories["uninterrupted"]
