@@ -160,12 +160,15 @@ class PackStep:
         carry = (state.trainable, state.non_trainable, state.velocity, jnp.ones((width,), bool))
         if self.steps_in_graph:
             capacity = chunk_capacity(width, batch)
-            buffer = np.zeros((capacity, width, batch), np.int32)
-            buffer[:steps] = indices
-            args = (carry, hyper, jnp.asarray(buffer), jnp.int32(steps), jnp.int32(first_step),
-                    x_all, y_all)
-            trainable, non_trainable, velocity, finite = self._compiled_call(
-                "chunk", self._chunk, args, (width, batch, capacity))(*args)
+            for start in range(0, steps, capacity):  # one compiled call per buffer of steps
+                piece = indices[start:start + capacity]
+                buffer = np.zeros((capacity, width, batch), np.int32)
+                buffer[:len(piece)] = piece
+                args = (carry, hyper, jnp.asarray(buffer), jnp.int32(len(piece)),
+                        jnp.int32(first_step + start), x_all, y_all)
+                carry = self._compiled_call("chunk", self._chunk, args,
+                                            (width, batch, capacity))(*args)
+            trainable, non_trainable, velocity, finite = carry
         else:
             device_indices = jnp.asarray(indices.astype(np.int32))
             for i in range(steps):

@@ -10,6 +10,7 @@ at interpreter exit, the child process tree of ``run --local``.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -134,9 +135,9 @@ def local_run(tmp_path):
 
     def start():
         spec = tmp_path / "tiny.yaml"
-        # Long enough (an unreachable goal, 4,000 steps) that Ctrl-C lands while trials train.
+        # Long enough (an unreachable goal, 30,000 steps) that Ctrl-C lands while trials train.
         spec.write_text(yaml.safe_dump(tiny_spec_dict(
-            str(tmp_path / "store"), batch_sizes=[16], max_steps=4000,
+            str(tmp_path / "store"), batch_sizes=[16], max_steps=30000,
             goals=[{"metric": "classification_error", "value": 0.001}])))
         proc = subprocess.Popen([str(SCRIPT), "run", "--local", str(spec), "--work-dir", str(tmp_path / "w")],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -173,7 +174,13 @@ def local_run(tmp_path):
 
 def _training_started(tmp_path) -> bool:
     """A trial of the pack wrote its first INCOMPLETE metadata: the pack is training."""
-    return any(tmp_path.glob("store/tiny/digits/fc_32/nesterov_momentum/16/*/metadata.json"))
+    for path in tmp_path.glob("store/tiny/digits/fc_32/nesterov_momentum/16/*/metadata.json"):
+        try:
+            if json.loads(path.read_text())["status"] == "INCOMPLETE":
+                return True
+        except (OSError, ValueError):  # being replaced at this moment: look again
+            pass
+    return False
 
 
 def test_ctrl_c_stops_a_local_run_and_its_task_processes_then_resumes(local_run, tmp_path):

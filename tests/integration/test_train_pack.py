@@ -230,3 +230,24 @@ def test_the_fit_trainer_checkpoints_on_a_stop_and_resumes_step_for_step(stops, 
                           [{k: v for k, v in r.items() if k != "wall_time"}
                            for r in store.read_measurements(spec, trial)])
     assert histories["stopped"] == histories["uninterrupted"]
+
+
+def test_an_evaluation_interval_longer_than_a_chunk_buffer_trains_in_pieces(digits_store, tmp_path):
+    """With resolution 0.5 evaluations fall at .., 1066, 1599, 2398, 3000: intervals of more
+    steps than one compiled chunk holds (512 here) run as several calls."""
+    from batchscale.search.trials import make_trials
+    from batchscale.training.vmapped_step import chunk_capacity
+
+    root = str(tmp_path / "store")
+    os.makedirs(root)
+    os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+    spec = parse_spec(tiny_spec_dict(root, batch_sizes=[16], trials_per_batch_size=1,
+                                     max_steps=3000, evaluation={"resolution": 0.5},
+                                     goals=[{"metric": "classification_error", "value": 0.0001}]))
+    store = StudyStore(root)
+    store.register_study(spec)
+    assert chunk_capacity(1, 16) < 2398 - 1599
+    [meta] = run_pack(spec, make_trials(spec), store, log=lambda *_: None)
+    assert (meta["status"], meta["steps"]) == ("COMPLETE", 3000)
+    steps = [r["step"] for r in store.read_measurements(spec, make_trials(spec)[0])]
+    assert steps == evaluation_steps(3000, 0.5) and steps[-2:] == [2398, 3000]
