@@ -40,6 +40,14 @@ def _wait_for(condition, timeout: float, what: str, poll: float = 0.1):
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
+def _as_from_a_terminal() -> None:
+    """Start the CLI with SIGINT's default action, as a shell's foreground job gets it. A job
+    started in the background by a non-interactive shell (a CI runner's, `cmd &`) inherits
+    SIGINT ignored, and Python then never raises KeyboardInterrupt: Ctrl-C, which only
+    ever reaches a foreground job, could not be tested there."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _alive(pids) -> list[int]:
     """The pids that still run (a zombie waiting for its reaper has stopped)."""
     out = []
@@ -107,7 +115,7 @@ def test_ctrl_c_in_a_command_exits_130_with_one_line(tmp_path):
     fifo = tmp_path / "spec.yaml"
     os.mkfifo(fifo)
     proc = subprocess.Popen([str(SCRIPT), "validate", str(fifo)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_as_from_a_terminal)
 
     def reader_is_there():  # opening a FIFO's write end without a reader fails with ENXIO
         try:
@@ -140,7 +148,8 @@ def local_run(tmp_path):
             str(tmp_path / "store"), batch_sizes=[16], max_steps=30000,
             goals=[{"metric": "classification_error", "value": 0.001}])))
         proc = subprocess.Popen([str(SCRIPT), "run", "--local", str(spec), "--work-dir", str(tmp_path / "w")],
-                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_as_from_a_terminal)
         started.append(proc)
 
         def training():  # kfp.local runs each task as `python -m kfp.dsl.executor_main ...`
