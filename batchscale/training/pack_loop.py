@@ -23,13 +23,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from batchscale.core.goals import all_goals_reached
-from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS, effective_learning_rate
+from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.stopping import Stopped
-from batchscale.training.trainer import FLUSH_SECONDS, resolve_parameters, trial_seed
+from batchscale.training.trainer import (
+    FLUSH_SECONDS,
+    finish_trial,
+    resolve_parameters,
+    trial_metadata,
+    trial_outcome,
+    trial_seed,
+)
 from batchscale.workloads.data_order import EpochPermutations
 from batchscale.workloads.defaults import pack_capacity
 
@@ -132,16 +138,8 @@ def vmap_width(spec: StudySpec) -> int:
 
 def _new_run(spec, trial, pipeline, seed, max_steps, pack_size) -> TrialRun:
     params = resolve_parameters(trial.parameters, max_steps)
-    metadata = {
-        "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
-        "effective_learning_rate": effective_learning_rate(params["learning_rate"],
-                                                           params.get("momentum", 0.0)),
-        "status": "INCOMPLETE", "steps": 0, "max_steps": max_steps, "backend": spec.backend,
-        "precision": spec.workload.precision, "replicas": 1, "pack_size": pack_size,
-        "trainer": "vmapped",
-    }
-    if params != trial.parameters:
-        metadata["trainer_parameters"] = params
+    metadata = {**trial_metadata(spec, trial, params, max_steps, 1, "vmapped"),
+                "pack_size": pack_size}
     order = EpochPermutations(pipeline.num_train_examples, trial.batch_size, seed)
     return TrialRun(trial, params, order, metadata)
 
@@ -167,7 +165,6 @@ def _resume(run: TrialRun, checkpoint, values: dict, log) -> dict:
     run.train_seconds = float(state.get("train_seconds", 0.0))
     run.finite = bool(state.get("finite", True))
     run.width, run.position = int(state["pack_width"]), int(state["pack_position"])
-    run.metadata.update(state.get("metadata", {}))
     run.order.restore(state["order"], checkpoint.arrays["order"])
     log(f"{run.label}: resumed from its checkpoint at step {run.step}")
     return {k: v for k, v in checkpoint.arrays.items() if k != "order"} or values
@@ -270,38 +267,16 @@ class _Loop:
         trained (and ignored) until the pack ends: narrowing the stacked arrays would change
         the width of the vmapped step, and with it XLA's rounding for the trials still
         training, which a resumed pack could not reproduce step for step."""
-        spec = self.spec
         for run in self._live():
-            row = run.rows[-1]
-            loss = row["train/cross_entropy_error"]
-            initial = run.rows[0]["train/cross_entropy_error"]
-            if (not run.finite or not math.isfinite(loss)
-                    or loss > spec.evaluation.divergence_factor * initial):
-                self._finish(run, "INFEASIBLE", "diverged", step)
-            elif all_goals_reached(run.rows, spec.goals):
-                self._finish(run, "COMPLETE", "goal", step)
-            elif step >= spec.max_steps[run.trial.batch_size]:
-                self._finish(run, "COMPLETE", "budget", step)
-
-    def _finish(self, run: TrialRun, status: str, reason: str, step: int) -> None:
-        from batchscale.store.checkpoints import delete_checkpoint
-
-        run.done = True
-        batch_size = run.trial.batch_size
-        examples = step * batch_size
-        run.metadata.update(
-            status=status, stop_reason=reason, steps=step,
-            epochs=examples / len(run.order.order),
-            examples_per_second=examples / run.train_seconds if run.train_seconds else None,
-            compile_seconds=self.step_fn.compile_seconds,
-            evaluation_seconds=self.eval_seconds,
-            wall_time=time.time() - self.started,
-        )
-        self.store.write_measurements(self.spec, run.trial, run.rows)
-        self.store.write_metadata(self.spec, run.trial, run.metadata)  # last: marks it done
-        delete_checkpoint(self.store, self.spec, run.trial)
-        self.log(f"{run.label}: {status} ({reason}) after {step} steps, "
-                 f"{run.metadata['wall_time']:.1f}s")
+            outcome = trial_outcome(self.spec, run.rows, run.finite, step,
+                                    self.spec.max_steps[run.trial.batch_size])
+            if outcome is not None:
+                run.done = True
+                finish_trial(self.store, self.spec, run.trial, run.metadata, run.rows, outcome,
+                             step, len(run.order.order), run.train_seconds,
+                             time.time() - self.started, self.log,
+                             compile_seconds=self.step_fn.compile_seconds,
+                             evaluation_seconds=self.eval_seconds)
 
     # ---- durability -----------------------------------------------------------------
     def _flush(self, step: int) -> None:

@@ -47,6 +47,58 @@ def resolve_parameters(parameters: dict, max_steps: int) -> dict:
     return params
 
 
+def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: int,
+                   replicas: int, trainer: str) -> dict:
+    """A trial's metadata.json as it starts (INCOMPLETE): the one form both trainers write."""
+    metadata = {
+        "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
+        "effective_learning_rate": effective_learning_rate(params["learning_rate"],
+                                                           params.get("momentum", 0.0)),
+        "status": "INCOMPLETE",
+        "steps": 0, "max_steps": max_steps, "backend": spec.backend,
+        "precision": spec.workload.precision, "replicas": replicas, "trainer": trainer,
+    }
+    if params != trial.parameters:
+        metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
+    return metadata
+
+
+def trial_outcome(spec: StudySpec, rows: list[dict], finite: bool, step: int,
+                  max_steps: int) -> tuple[str, str] | None:
+    """``(status, stop_reason)`` when the latest evaluation ends the trial, else None: a
+    non-finite training loss or one above ``divergence_factor`` times its step-0 value
+    (INFEASIBLE, "diverged"), every goal reached (COMPLETE, "goal"), the budget spent
+    (COMPLETE, "budget"). The rule both trainers stop by."""
+    loss, initial = rows[-1]["train/cross_entropy_error"], rows[0]["train/cross_entropy_error"]
+    if not finite or not math.isfinite(loss) or loss > spec.evaluation.divergence_factor * initial:
+        return "INFEASIBLE", "diverged"
+    if all_goals_reached(rows, spec.goals):
+        return "COMPLETE", "goal"
+    if step >= max_steps:
+        return "COMPLETE", "budget"
+    return None
+
+
+def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata: dict,
+                 rows: list[dict], outcome: tuple[str, str], step: int, num_train_examples: int,
+                 train_seconds: float, wall_time: float, log, **extra) -> dict:
+    """Record a finished trial: its measurements, then its final metadata (written last: it
+    marks the trial done), then the removal of its checkpoint."""
+    examples = step * trial.batch_size
+    metadata.update(
+        status=outcome[0], stop_reason=outcome[1], steps=step,
+        epochs=examples / num_train_examples,
+        examples_per_second=examples / train_seconds if train_seconds else None,
+        **extra, wall_time=wall_time,
+    )
+    store.write_measurements(spec, trial, rows)
+    store.write_metadata(spec, trial, metadata)
+    delete_checkpoint(store, spec, trial)
+    log(f"trial {trial.batch_size}/{trial.trial_id}: {outcome[0]} ({outcome[1]}) after {step} "
+        f"steps, {wall_time:.1f}s")
+    return metadata
+
+
 def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, stop=None) -> dict:
     """Train ``trial`` unless the store holds it COMPLETE or INFEASIBLE; return its metadata.
 
@@ -81,21 +133,12 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
         evaluate = Evaluator(model, pipeline, spec.evaluation.train_examples, seed, replicas)
         train = _Trainer(model, pipeline, trial.batch_size, seed)
 
-        metadata = {
-            "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
-            "effective_learning_rate": effective_learning_rate(params["learning_rate"],
-                                                               params.get("momentum", 0.0)),
-            "status": "INCOMPLETE",
-            "steps": 0, "max_steps": max_steps, "backend": spec.backend,
-            "precision": spec.workload.precision, "replicas": replicas, "trainer": "fit",
-        }
-        if params != trial.parameters:
-            metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
+        metadata = trial_metadata(spec, trial, params, max_steps, replicas, "fit")
         watched = f"val/{spec.goals[0].metric}"
         grid = evaluation_steps(max_steps, spec.evaluation.resolution)
 
         started = last_flush = last_checkpoint = time.time()
-        train_seconds, rows, status, reason, step, finite = 0.0, [], "COMPLETE", "budget", 0, True
+        train_seconds, rows, step, finite, outcome = 0.0, [], 0, True, None
         checkpoint = read_checkpoint(store, spec, trial, log)
         if checkpoint is not None:
             state = checkpoint.state
@@ -117,7 +160,6 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
             store.write_measurements(spec, trial, rows)
             store.write_metadata(spec, trial, {**metadata, "steps": step})
 
-        initial_loss = rows[0]["train/cross_entropy_error"]
         for target in grid[1:]:
             if target < step or (target == step and rows[-1]["step"] == step):
                 continue  # resumed past this evaluation
@@ -135,13 +177,8 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
                     save()
                     last_checkpoint = time.time()
             rows.append(evaluate(step, started))
-            loss = rows[-1]["train/cross_entropy_error"]
-            if (not finite or not math.isfinite(loss)
-                    or loss > spec.evaluation.divergence_factor * initial_loss):
-                status, reason = "INFEASIBLE", "diverged"
-                break
-            if all_goals_reached(rows, spec.goals):
-                reason = "goal"
+            outcome = trial_outcome(spec, rows, finite, step, max_steps)
+            if outcome is not None:
                 break
             if time.time() - last_flush > FLUSH_SECONDS:
                 store.write_measurements(spec, trial, rows)
@@ -150,17 +187,8 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
                 last_flush = time.time()
                 log(f"{label}: step {step}/{max_steps} {watched} {rows[-1][watched]:.4f}")
 
-    metadata.update(
-        status=status, stop_reason=reason, steps=step,
-        epochs=step * trial.batch_size / pipeline.num_train_examples,
-        examples_per_second=step * trial.batch_size / train_seconds if train_seconds else None,
-        wall_time=time.time() - started,
-    )
-    store.write_measurements(spec, trial, rows)
-    store.write_metadata(spec, trial, metadata)  # written last: marks the trial done
-    delete_checkpoint(store, spec, trial)
-    log(f"{label}: {status} ({reason}) after {step} steps, {metadata['wall_time']:.1f}s")
-    return metadata
+    return finish_trial(store, spec, trial, metadata, rows, outcome, step,
+                        pipeline.num_train_examples, train_seconds, time.time() - started, log)
 
 
 def _variables(model, optimizer) -> dict[str, np.ndarray]:
