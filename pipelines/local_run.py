@@ -22,6 +22,7 @@ from batchscale.core.spec import StudySpec
 from batchscale.validation import parse_spec
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+ONE_THREAD_XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
 
 
 def run_local(spec: StudySpec, pipeline_root: str) -> None:
@@ -30,9 +31,22 @@ def run_local(spec: StudySpec, pipeline_root: str) -> None:
 
     from batchscale.pipelines.study import build_pipeline
 
+    os.environ.update(task_environment(spec.parallelism, os.cpu_count() or 1, os.environ))
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root)
     pipeline = build_pipeline(spec, store_root=spec.store, retries=0)  # fail fast: rerun resumes
     pipeline(study_spec=spec.to_dict(), store_root=spec.store)
+
+
+def task_environment(parallelism: int, cores: int, environ) -> dict[str, str]:
+    """Environment the kfp task processes inherit. When the tasks running at once have no
+    more than one core each, XLA computes each task's matrix products on one thread
+    instead of a pool per task fighting over the cores. Measured 2026-11-23 on the 2-core
+    machine: two quickstart packs side by side finished in 20.6 and 18.5 s instead of
+    23.6 and 19.6 s (interleaved)."""
+    flags = environ.get("XLA_FLAGS", "")
+    if cores // max(1, parallelism) > 1 or "xla_cpu_multi_thread_eigen" in flags:
+        return {}
+    return {"XLA_FLAGS": f"{flags} {ONE_THREAD_XLA_FLAG}".strip()}
 
 
 def die_with_parent() -> None:

@@ -44,3 +44,24 @@ def test_storage_import_is_side_effect_free():
     )
     env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
     subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True)
+
+
+def test_a_trial_imports_keras_without_its_optional_integrations():
+    """select_backend imports Keras with scikit-learn, pandas and matplotlib hidden (over
+    half a second a pack process); Keras still builds and runs a model, and the three
+    import normally afterwards."""
+    code = (
+        "import sys\n"
+        "from batchscale.training.keras_setup import KERAS_OPTIONAL_IMPORTS, select_backend\n"
+        "select_backend('jax')\n"
+        "import keras, numpy as np\n"
+        "print(sorted(m for m in KERAS_OPTIONAL_IMPORTS if m in sys.modules))\n"
+        "model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])\n"
+        "print(model.predict_on_batch(np.ones((4, 3), 'float32')).shape)\n"
+        "import pandas, sklearn, matplotlib\n"
+        "print(pandas.DataFrame({'a': [1]}).shape, sklearn.__name__, matplotlib.__name__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split("\n")[:3] == ["[]", "(4, 2)", "(1, 1) sklearn matplotlib"]
