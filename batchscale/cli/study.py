@@ -40,6 +40,21 @@ RESUME_HINT = ("the local pipeline was stopped; run the same command again to re
                "(finished trials are re-used)")
 
 
+class Terminated(Exception):
+    """SIGTERM or SIGHUP reached ``run --local`` (a ``kill``, a closed terminal, a CI job's
+    timeout): stop the pipeline as Ctrl-C does, then exit 128 + the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    for other in (signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the stop short
+        signal.signal(other, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
 def add_commands(sub) -> None:
     """Register ``run``, ``compile`` and ``validate`` on the CLI's subparsers."""
     run = sub.add_parser("run", help="run a study (locally through kfp.local)")
@@ -63,8 +78,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.local:
         raise SpecError("run: only --local runs are available here; use `batchscale compile` "
                         "and upload the YAML to Kubeflow Pipelines to run on a cluster")
-    from batchscale.cli.analysis import print_stored_report
-    from batchscale.pipelines.progress import ProgressTracker
     from batchscale.store.layout import StudyStore
 
     spec = _absolute_store(build_spec(args))
@@ -83,6 +96,29 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{spec.workload.optimizer}, {total} trials, store {store.url()}")
     print(f"kfp task logs: {log_path}")
     started = time.time()
+    previous = {signum: signal.signal(signum, _raise_terminated)
+                for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _run_pipeline(spec, store, work, log_path, spec_path, started)
+    except Terminated as stopped:
+        try:  # after SIGHUP the terminal may be gone
+            print(f"batchscale: terminated ({signal.Signals(stopped.signum).name}): "
+                  f"{RESUME_HINT}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+        return 128 + stopped.signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: str,
+                  started: float) -> int:
+    """Start local_run, print progress until it ends, print the report. Any way out of the
+    progress loop (Ctrl-C, SIGTERM, an error) stops the pipeline's whole process group."""
+    from batchscale.cli.analysis import print_stored_report
+    from batchscale.pipelines.progress import ProgressTracker
+
     with open(log_path, "w") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "batchscale.pipelines.local_run", spec_path,
@@ -107,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             stop_child(child)
             raise KeyboardInterrupt(RESUME_HINT) from None
-        finally:  # any other way out (e.g. stdout closed): the pipeline must not run on alone
+        finally:  # any other way out (SIGTERM, stdout closed): the pipeline must not run on
             if child.poll() is None:
                 stop_child(child)
     elapsed = time.time() - started

@@ -215,6 +215,22 @@ def test_ctrl_c_stops_a_local_run_and_its_task_processes_then_resumes(local_run,
     assert not list(tmp_path.glob("store/tiny/checkpoints/16/*.npz"))  # finished: none left
 
 
+def test_sigterm_to_the_cli_stops_its_pipeline_and_exits_143(local_run, tmp_path):
+    """``kill <cli>`` (a CI job's timeout, a process manager) is Ctrl-C's twin: the pipeline
+    is stopped with its packs checkpointed, one line says how to resume, exit 128 + 15.
+    A second SIGTERM while it stops must not cut the stop short."""
+    proc, child, tree = local_run()
+    _wait_for(lambda: _training_started(tmp_path), 120, "the pack to start training")
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err == f"batchscale: terminated (SIGTERM): {RESUME_HINT}\n", err
+    assert _alive(tree) == [] and _in_group(child) == []
+    assert list(tmp_path.glob("store/tiny/checkpoints/16/*.npz")), "the pack must checkpoint"
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
 def test_a_killed_cli_takes_its_local_run_along(local_run):
     """SIGKILL leaves the CLI no chance to stop its child: local_run's parent-death signal
