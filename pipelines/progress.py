@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batchscale.core.goals import first_step_reaching
-from batchscale.core.names import DONE_STATUSES
 from batchscale.core.spec import StudySpec
+from batchscale.core.trial_state import is_finished
 from batchscale.search.trials import make_trials
 
 
@@ -43,7 +43,7 @@ class ProgressTracker:
         still = []
         for trial in self.pending:
             meta = self.store.read_metadata(self.spec, trial)
-            if meta and meta.get("status") in DONE_STATUSES:
+            if is_finished(meta, self.spec.max_steps[trial.batch_size]):
                 self.done += 1
                 self.infeasible += meta["status"] == "INFEASIBLE"
                 if meta["status"] == "COMPLETE":  # only COMPLETE trials count toward a goal

@@ -10,9 +10,10 @@ A finished trial's slot is trained on and ignored until the pack ends (see
 Checkpoints (``batchscale.store.checkpoints``) hold, per unfinished trial, its
 variables, optimizer state, step, data-order position and measurement rows so far.
 They are written at the end of a chunk of steps, every ``spec.checkpoint_seconds`` and
-when a stop is requested, and removed when the trial finishes. A trial resumed from one
-continues with the same compiled step and the same data order, so its measurements
-equal those of an uninterrupted run.
+when a stop is requested, and removed when the trial finishes, except for a trial that
+stopped at its budget: it keeps its last one, from which a larger budget continues it.
+A trial resumed from one continues with the same compiled step and the same data order,
+so its measurements equal those of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 
 from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS
 from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.core.trial_state import keeps_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.stopping import Stopped
@@ -97,6 +99,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
                 values = _resume(run, checkpoint, values, log)
             else:
                 store.write_metadata(spec, trial, run.metadata)  # INCOMPLETE: it has started
+                log(f"{run.label}: starts at step 0")
             runs.append(run)
             arrays.append(values)
             evaluators.append(Evaluator(None, pipeline, spec.evaluation.train_examples, seed))
@@ -106,11 +109,11 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
     width = max(1, width or vmap_width(spec))
     fresh = [i for i, run in enumerate(runs) if run.width is None]
     for start in range(0, len(fresh), width):  # at most `width` trials vmapped at once
-        groups[0, -start - 1] = fresh[start:start + width]
+        groups[0, -start - 1, 0] = fresh[start:start + width]
     for i, run in enumerate(runs):
         if run.width is not None:  # resumed: at its step, in a pack as wide as it was
-            groups.setdefault((run.step, run.width), []).append(i)
-    for key in sorted(groups, key=lambda k: (k[0], -k[1])):
+            _join_resumed(groups, runs, i)
+    for key in sorted(groups, key=lambda k: (k[0], -k[1], k[2])):
         members = groups[key]
         width = key[1] if key[1] > 0 else len(members)
         slots = _slots([runs[i] for i in members], width)
@@ -121,6 +124,18 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
               [evaluators[members[i if i is not None else 0]] for i in slots],
               x_all, y_all, time.time(), log, stop).run()
     return [run.metadata for run in runs]
+
+
+def _join_resumed(groups: dict[tuple, list[int]], runs: list[TrialRun], i: int) -> None:
+    """Put resumed run ``i`` into a group of runs at its step and pack width where its
+    position is free (trials of two earlier packs, e.g. several budget-stopped trials
+    trained one at a time, each held position 0), else into a new such group."""
+    run = runs[i]
+    for n in range(len(runs)):
+        members = groups.setdefault((run.step, run.width, n), [])
+        if all(runs[j].position != run.position for j in members):
+            members.append(i)
+            return
 
 
 def vmap_width(spec: StudySpec) -> int:
@@ -271,6 +286,8 @@ class _Loop:
             outcome = trial_outcome(self.spec, run.rows, run.finite, step,
                                     self.spec.max_steps[run.trial.batch_size])
             if outcome is not None:
+                if keeps_checkpoint(outcome[1]):  # a larger budget continues it from here
+                    self._checkpoint_run(self.runs.index(run), run)
                 run.done = True
                 finish_trial(self.store, self.spec, run.trial, run.metadata, run.rows, outcome,
                              step, len(run.order.order), run.train_seconds,
@@ -291,18 +308,20 @@ class _Loop:
         self.last_flush = time.time()
 
     def _checkpoint(self, step: int) -> None:
+        for position, run in enumerate(self.runs):
+            if not run.done:
+                self._checkpoint_run(position, run)
+                run.metadata["steps"] = run.step
+                self.store.write_measurements(self.spec, run.trial, run.rows)
+                self.store.write_metadata(self.spec, run.trial, run.metadata)
+        self.last_checkpoint = time.time()
+
+    def _checkpoint_run(self, position: int, run: TrialRun) -> None:
         from batchscale.store.checkpoints import write_checkpoint
 
-        for position, run in enumerate(self.runs):
-            if run.done:
-                continue
-            order_state, order = run.order.state()
-            arrays = {**self.state.trial(position), "order": order}
-            state = {"step": run.step, "rows": run.rows, "order": order_state,
-                     "train_seconds": run.train_seconds, "finite": run.finite,
-                     "pack_width": len(self.runs), "pack_position": position}
-            write_checkpoint(self.store, self.spec, run.trial, arrays, state)
-            run.metadata["steps"] = run.step
-            self.store.write_measurements(self.spec, run.trial, run.rows)
-            self.store.write_metadata(self.spec, run.trial, run.metadata)
-        self.last_checkpoint = time.time()
+        order_state, order = run.order.state()
+        arrays = {**self.state.trial(position), "order": order}
+        state = {"step": run.step, "rows": run.rows, "order": order_state,
+                 "train_seconds": run.train_seconds, "finite": run.finite,
+                 "pack_width": len(self.runs), "pack_position": position}
+        write_checkpoint(self.store, self.spec, run.trial, arrays, state)

@@ -8,7 +8,9 @@ they train one after another in this process with the per-trial trainer.
 
 Either way each trial stays its own: its own seed, data order, metaparameters,
 metadata.json and measurements.csv, in the same layout as a trial trained alone, and a
-trial that is COMPLETE or INFEASIBLE in the store is re-used, never retrained.
+trial that is COMPLETE or INFEASIBLE in the store is re-used, never retrained, unless it
+stopped at a budget the study has since raised: it continues from the checkpoint it kept
+(``batchscale.core.trial_state``).
 
 SIGTERM (a spot node's preemption notice, ``batchscale run --local``'s Ctrl-C) asks the
 pack to stop: at the end of the chunk it is training, every unfinished trial is
@@ -18,11 +20,16 @@ every trial from its checkpoint, step for step.
 
 from __future__ import annotations
 
-from batchscale.core.names import DONE_STATUSES
+import time
+
 from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.core.trial_state import continues, is_finished, keeps_checkpoint
 from batchscale.store.checkpoints import delete_checkpoint
 from batchscale.store.layout import StudyStore
+from batchscale.store.leases import Leases, lease_dir
 from batchscale.training.stopping import Stopped, stop_on_sigterm
+
+WAIT_POLL_SECONDS = 5.0  # how often a pack looks again at trials another writer trains
 
 
 def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=print,
@@ -31,23 +38,76 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=pr
     in the order given. Divergence is a status (INFEASIBLE), never an exception; a
     SIGTERM checkpoints the unfinished trials and raises ``Stopped``. ``width``: how many
     trials train vmapped at once (default ``pack_loop.vmap_width``: all on an accelerator,
-    one on a CPU); benchmarks and tests set it."""
+    one on a CPU); benchmarks and tests set it.
+
+    A trial trains only under its lease (``batchscale.store.leases``): a trial another
+    live writer is training is left to it, and re-used once it is finished (or taken over
+    once that writer's lease expires)."""
     results: dict[int, dict] = {}
-    todo = []
-    for trial in trials:
-        meta = store.read_metadata(spec, trial)
-        if meta and meta.get("status") in DONE_STATUSES:
-            log(f"trial {trial.batch_size}/{trial.trial_id}: already {meta['status']}, re-used")
-            # a pack killed between a trial's final metadata and its checkpoint's removal
-            delete_checkpoint(store, spec, trial)
-            results[trial.trial_id] = meta
-        else:
-            todo.append(trial)
-    if todo:
-        with stop_on_sigterm() as stop:
-            for meta in _train(spec, todo, store, log, stop, width):
-                results[meta["trial_id"]] = meta
+    pending = list(trials)
+    leases = Leases(store.fs, log)
+    with stop_on_sigterm() as stop:
+        try:
+            while pending:
+                todo, waiting = [], []
+                for trial in pending:
+                    meta = _finished(spec, trial, store, log)
+                    if meta is None and leases.acquire(_lease(spec, trial)):
+                        meta = _finished(spec, trial, store, log)  # finished just before?
+                        if meta is not None:
+                            leases.release(_lease(spec, trial))
+                    if meta is not None:
+                        results[trial.trial_id] = meta
+                    elif _lease(spec, trial) in leases.held:
+                        todo.append(trial)
+                    else:
+                        waiting.append(trial)
+                if todo:
+                    for meta in _train(spec, todo, store, log, stop, width):
+                        results[meta["trial_id"]] = meta
+                    for trial in todo:
+                        leases.release(_lease(spec, trial))
+                pending = waiting
+                if pending:
+                    _wait_for_others(spec, pending, leases, log, stop)
+        finally:
+            leases.release_all()  # a stopped pack's trials are free for the next run at once
     return [results[trial.trial_id] for trial in trials]
+
+
+def _lease(spec: StudySpec, trial: TrialSpec) -> str:
+    return lease_dir(spec.name, trial.batch_size, trial.trial_id)
+
+
+def _finished(spec: StudySpec, trial: TrialSpec, store: StudyStore, log) -> dict | None:
+    """The trial's metadata if it is finished under the spec's budget (re-used), else None."""
+    meta = store.read_metadata(spec, trial)
+    max_steps = spec.max_steps[trial.batch_size]
+    if not is_finished(meta, max_steps):
+        if continues(meta, max_steps):
+            log(f"trial {trial.batch_size}/{trial.trial_id}: stopped at its budget of "
+                f"{meta['max_steps']} steps; continues to {max_steps}")
+        return None
+    log(f"trial {trial.batch_size}/{trial.trial_id}: already {meta['status']}, re-used")
+    if not keeps_checkpoint(meta.get("stop_reason", "")):
+        # a pack killed between a trial's final metadata and its checkpoint's removal
+        delete_checkpoint(store, spec, trial)
+    return meta
+
+
+def _wait_for_others(spec: StudySpec, trials: list[TrialSpec], leases: Leases, log, stop) -> None:
+    """Wait while other writers hold these trials' leases (until one is given back or
+    expires, or a stop is requested)."""
+    holders = sorted({leases.holder(_lease(spec, t)) or "?" for t in trials})
+    log(f"{len(trials)} trial(s) of this pack are being trained by another writer "
+        f"({', '.join(holders)}); waiting for them")
+    deadline = time.monotonic() + WAIT_POLL_SECONDS
+    while time.monotonic() < deadline:
+        if stop.requested:
+            raise Stopped(f"stopped while waiting for {len(trials)} trial(s) of another writer")
+        if any(leases.holder(_lease(spec, t)) is None for t in trials):
+            return
+        time.sleep(1.0)
 
 
 def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, stop,

@@ -1,0 +1,93 @@
+"""What may change between two runs of one study, and the refusal that names what may not.
+
+A study grows: more batch sizes, more trials, larger budgets, another store location,
+other packing, parallelism or checkpoint interval. Anything else (workload, search
+space, fixed metaparameters, goals, schedule, evaluation, seed, backend) would mix trials
+that mean different things, so a run that changes it is refused, naming the first field
+that differs. A budget may grow, never shrink, and only when no metaparameter is a
+fraction of the budget (``decay_fraction``): a larger budget continues the trials that
+stopped at the old one (``batchscale.core.trial_state``), which is only the same trial if
+its learning-rate schedule does not depend on the budget.
+
+The stored spec is ``<study>/study_spec.json``, or, should that be missing, the copy every
+batch size's ``study.json`` carries (``STUDY_SPEC_KEY``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from batchscale.core.errors import SpecError
+from batchscale.core.spec import StudySpec
+
+STUDY_SPEC_KEY = "batchscale_study_spec"  # the spec's copy inside each study.json
+GROWS = ("batch_sizes", "trials_per_batch_size", "max_steps")
+FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds")
+
+
+def stored_spec_dict(fs, study: str) -> dict | None:
+    """The spec a study was registered with (``StudySpec.to_dict`` form), or None for a
+    new study: study_spec.json, else the copy in any of its batch sizes' study.json."""
+    path = f"{study}/study_spec.json"
+    if fs.exists(path):
+        return json.loads(fs.read_text(path))
+    for file in fs.list_files(study, recursive=True):  # relative to the study's folder
+        if file.endswith("/study.json"):
+            copy = json.loads(fs.read_text(f"{study}/{file}")).get(STUDY_SPEC_KEY)
+            if isinstance(copy, dict):
+                return copy
+    return None
+
+
+def check_same_study(stored: dict, spec: StudySpec, where: str) -> None:
+    """Refuse ``spec`` if it changes ``stored`` (the study registered in ``where``) other
+    than by growing it: one line naming the field, what it was and what is allowed."""
+    new = spec.to_dict()
+    for key in sorted(set(stored) | set(new)):
+        if key in GROWS or key in FREE:
+            continue
+        field = _first_difference(key, stored.get(key), new.get(key))
+        if field is not None:
+            raise SpecError(
+                f"{field}: differs from study {spec.name!r} in {where} "
+                f"({_show(_at(stored, field))} there, {_show(_at(new, field))} here); a study "
+                "may only grow (batch sizes, trials, budgets): choose another name for another study")
+    _check_budgets(stored, spec)
+
+
+def _check_budgets(stored: dict, spec: StudySpec) -> None:
+    before = {int(b): int(s) for b, s in (stored.get("max_steps") or {}).items()}
+    budget_fraction = "decay_fraction" in (stored.get("search_space") or {}) \
+        or "decay_fraction" in (stored.get("fixed") or {})
+    for batch_size, steps in spec.max_steps.items():
+        old = before.get(batch_size)
+        if old is None or old == steps:
+            continue
+        if steps < old:
+            raise SpecError(f"max_steps.{batch_size}: {steps} is below the {old} steps study "
+                            f"{spec.name!r} already has; budgets may only grow")
+        if budget_fraction:
+            raise SpecError(f"max_steps.{batch_size}: study {spec.name!r} decays its learning rate "
+                            "over a fraction of the budget (decay_fraction), so a larger budget "
+                            f"would change its trials; keep {old} or start another study")
+
+
+def _first_difference(path: str, a, b) -> str | None:
+    """The dotted path of the first place where ``a`` and ``b`` differ, or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            found = _first_difference(f"{path}.{key}", a.get(key), b.get(key))
+            if found is not None:
+                return found
+        return None
+    return None if json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) else path
+
+
+def _at(d: dict, dotted: str):
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
+def _show(value) -> str:
+    return "unset" if value is None else json.dumps(value, sort_keys=True)
