@@ -35,6 +35,7 @@ from batchscale.core.spec import SpecError, StudySpec
 from batchscale.validation import parse_spec
 
 POLL_SECONDS = 3.0
+POLL_RETRY_SECONDS = 4.0  # the progress line's store calls: an outage shows within ~10 s
 STOP_GRACE_SECONDS = 5.0
 RESUME_HINT = ("the local pipeline was stopped; run the same command again to resume "
                "(finished trials are re-used)")
@@ -127,18 +128,31 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
             start_new_session=True,  # its own process group: stop_child ends the whole tree
         )
         try:
-            last, tracker = "", ProgressTracker(spec, store)
+            last, tracker = "", ProgressTracker(spec, _polling_store(spec))
+            outage = None  # when the store was first found unreachable
             while child.poll() is None:
                 try:
                     child.wait(timeout=POLL_SECONDS)  # returns as soon as the pipeline ends
                 except subprocess.TimeoutExpired:
                     pass
+                now = f"[{time.time() - started:6.0f}s]"
                 try:
                     line = tracker.poll().line()
-                except Exception:  # the store may be mid-write; try again next poll
+                except (ValueError, KeyError):  # a file being replaced: read it next poll
                     continue
+                except Exception as err:  # unreachable (connection refused, timeouts, 5xx)
+                    if outage is None:
+                        outage = time.time()
+                        print(f"{now} store {store.url()} unreachable ({type(err).__name__}); "
+                              f"the run keeps retrying each call for up to "
+                              f"{_retry_seconds():.0f}s", flush=True)
+                    continue
+                if outage is not None:
+                    print(f"{now} store reachable again after {time.time() - outage:.0f}s",
+                          flush=True)
+                    outage = None
                 if line != last:
-                    print(f"[{time.time() - started:6.0f}s] {line}", flush=True)
+                    print(f"{now} {line}", flush=True)
                     last = line
         except KeyboardInterrupt:
             stop_child(child)
@@ -154,6 +168,25 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
         return 1
     print(f"[{elapsed:6.0f}s] {tracker.poll().line()}")
     return print_stored_report(spec, store, elapsed=elapsed)
+
+
+def _polling_store(spec: StudySpec):
+    """The store as the progress line reads it: on GCS with calls that give up after
+    ``POLL_RETRY_SECONDS``, so an outage shows on the console within seconds (the
+    pipeline's own calls keep retrying far longer)."""
+    from batchscale.store.layout import StudyStore
+
+    store = StudyStore(spec.store)
+    if hasattr(store.fs, "retrying"):
+        store.fs = store.fs.retrying(POLL_RETRY_SECONDS)
+    return store
+
+
+def _retry_seconds() -> float:
+    """How long the pipeline's store calls retry: the GCS setting, as its tasks read it."""
+    from batchscale.store.gcs_storage import RETRY_ENV, RETRY_SECONDS
+
+    return float(os.environ.get(RETRY_ENV, RETRY_SECONDS))
 
 
 def stop_child(child: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:

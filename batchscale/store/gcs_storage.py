@@ -2,15 +2,23 @@
 
 The client is imported and built only when a gs:// root is opened (local-only users never
 pay for it); ``STORAGE_EMULATOR_HOST`` points it at an emulator (the tests use
-gcp-storage-emulator). Retries are the client's own.
+gcp-storage-emulator). Retries are the client's own (``DEFAULT_RETRY``: exponential
+backoff on connection errors, 429 and 5xx), bounded by ``retry_seconds`` per call: a store
+that is unreachable for less than that (``RETRY_SECONDS``, or the environment's
+``BATCHSCALE_STORE_RETRY_SECONDS`` read when a root is opened) costs a run nothing; a
+longer outage fails the call, and with it the task, leaving a resumable store.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 
 from batchscale.store.storage_api import Storage, atomic_local_write, not_found, split_path
+
+RETRY_SECONDS = 300.0
+RETRY_ENV = "BATCHSCALE_STORE_RETRY_SECONDS"
 
 
 class GCSStorage(Storage):
@@ -19,9 +27,10 @@ class GCSStorage(Storage):
     GCS object writes are already atomic, so no temp objects are needed.
     """
 
-    def __init__(self, bucket: str, prefix: str = "") -> None:
+    def __init__(self, bucket: str, prefix: str = "", retry_seconds: float | None = None) -> None:
         # Imported here so local-only users never need (or pay for) the GCS client.
         from google.cloud import storage
+        from google.cloud.storage.retry import DEFAULT_RETRY
 
         if os.environ.get("STORAGE_EMULATOR_HOST"):
             # The emulator accepts anything; anonymous creds avoid an ADC lookup.
@@ -35,6 +44,19 @@ class GCSStorage(Storage):
         self.bucket_name = bucket
         self.prefix = "/".join(split_path(prefix, allow_root=True))  # validated, no slashes
         self.root = f"gs://{bucket}/{self.prefix}" if self.prefix else f"gs://{bucket}"
+        if retry_seconds is None:
+            retry_seconds = float(os.environ.get(RETRY_ENV, RETRY_SECONDS))
+        self.retry_seconds = retry_seconds
+        self._retry = DEFAULT_RETRY.with_timeout(retry_seconds)
+
+    def retrying(self, seconds: float) -> GCSStorage:
+        """The same root with calls that give up after ``seconds`` (a progress line that
+        must say within seconds that the store is unreachable)."""
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
+        other = copy.copy(self)
+        other.retry_seconds, other._retry = seconds, DEFAULT_RETRY.with_timeout(seconds)
+        return other
 
     def _key(self, path: str, *, allow_root: bool = False) -> str:
         return "/".join(
@@ -51,18 +73,18 @@ class GCSStorage(Storage):
         return f"gs://{self.bucket_name}/{key}" if key else f"gs://{self.bucket_name}"
 
     def exists(self, path: str) -> bool:
-        return self._bucket.blob(self._key(path)).exists()
+        return self._bucket.blob(self._key(path)).exists(retry=self._retry)
 
     def read_bytes(self, path: str) -> bytes:
         from google.api_core.exceptions import NotFound
 
         try:
-            return self._bucket.blob(self._key(path)).download_as_bytes()
+            return self._bucket.blob(self._key(path)).download_as_bytes(retry=self._retry)
         except NotFound:
             raise not_found(self.url(path)) from None
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        self._bucket.blob(self._key(path)).upload_from_string(data)
+        self._bucket.blob(self._key(path)).upload_from_string(data, retry=self._retry)
 
     def write_if_absent(self, path: str, data: bytes) -> bool:
         """Create-only write via the ``ifGenerationMatch=0`` precondition.
@@ -74,7 +96,8 @@ class GCSStorage(Storage):
         from google.api_core.exceptions import PreconditionFailed
 
         try:
-            self._bucket.blob(self._key(path)).upload_from_string(data, if_generation_match=0)
+            self._bucket.blob(self._key(path)).upload_from_string(
+                data, if_generation_match=0, retry=self._retry)
         except PreconditionFailed:
             return False
         return True
@@ -83,11 +106,11 @@ class GCSStorage(Storage):
         from google.api_core.exceptions import NotFound
 
         with contextlib.suppress(NotFound):
-            self._bucket.blob(self._key(path)).delete()
+            self._bucket.blob(self._key(path)).delete(retry=self._retry)
 
     def list_dirs(self, path: str) -> list[str]:
         prefix = self._dir_prefix(path)
-        it = self._client.list_blobs(self._bucket, prefix=prefix, delimiter="/")
+        it = self._client.list_blobs(self._bucket, prefix=prefix, delimiter="/", retry=self._retry)
         for _ in it:  # .prefixes is only filled in as pages are consumed
             pass
         names = (p[len(prefix) :].rstrip("/") for p in it.prefixes)
@@ -96,7 +119,7 @@ class GCSStorage(Storage):
     def list_files(self, path: str, recursive: bool = False) -> list[str]:
         prefix = self._dir_prefix(path)
         it = self._client.list_blobs(
-            self._bucket, prefix=prefix, delimiter=None if recursive else "/"
+            self._bucket, prefix=prefix, delimiter=None if recursive else "/", retry=self._retry
         )
         # Names ending in "/" are console-made "folder" placeholders, not files.
         return sorted(b.name[len(prefix) :] for b in it if not b.name.endswith("/"))
@@ -106,9 +129,10 @@ class GCSStorage(Storage):
 
         blob = self._bucket.blob(self._key(path))
         try:
-            atomic_local_write(os.path.abspath(local_file), blob.download_to_file)
+            atomic_local_write(os.path.abspath(local_file),
+                               lambda fh: blob.download_to_file(fh, retry=self._retry))
         except NotFound:
             raise not_found(self.url(path)) from None
 
     def upload_from(self, local_file: str, path: str) -> None:
-        self._bucket.blob(self._key(path)).upload_from_filename(local_file)
+        self._bucket.blob(self._key(path)).upload_from_filename(local_file, retry=self._retry)
