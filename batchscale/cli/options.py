@@ -12,9 +12,13 @@ flags (``--preset``, ``--images``) and the check of ``--pipeline-store``.
 from __future__ import annotations
 
 import argparse
+import re
 
 from batchscale.core.spec import SpecError, StudySpec
-from batchscale.validation import load_spec_dict, parse_spec
+from batchscale.validation import load_spec_dict, parse_spec, read_max_steps_map
+
+# A data set or model name as the registries spell them (checked there, by parse_spec).
+_WORKLOAD_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def add_spec_args(parser: argparse.ArgumentParser) -> None:
@@ -31,42 +35,55 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model")
     group.add_argument("--optimizer")
     group.add_argument("--batch-sizes", help="comma-separated, e.g. 8,16,32")
-    group.add_argument("--trials", type=int, help="trials per batch size")
-    group.add_argument("--max-steps", type=int, help="one step budget for every batch size")
+    # Numbers are read by parse_spec, not argparse, so that a bad one is refused in one
+    # line naming the field, like the same value in a YAML file.
+    group.add_argument("--trials", type=_flag_number, help="trials per batch size")
+    group.add_argument("--max-steps", type=_flag_number, help="one step budget for every batch size")
     group.add_argument("--goal", action="append", metavar="METRIC<VALUE",
                        help="goal (repeatable): METRIC<VALUE or METRIC>VALUE, e.g. "
                             "classification_error<0.05")
-    group.add_argument("--seed", type=int)
+    group.add_argument("--seed", type=_flag_number)
     group.add_argument("--backend", help="jax or tensorflow")
-    group.add_argument("--parallelism", type=int, help="pack tasks run at once")
-    group.add_argument("--pack-size", type=int, metavar="K",
+    group.add_argument("--parallelism", type=_flag_number, help="pack tasks run at once")
+    group.add_argument("--pack-size", type=_flag_number, metavar="K",
                        help="trials per pack task (default 0: from the workload and --preset)")
+
+
+def _flag_number(text: str):
+    """A numeric flag's value: an int or float when it reads as one, else the text itself,
+    which parse_spec then refuses naming the field (argparse would print its usage too)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def build_spec(args: argparse.Namespace) -> StudySpec:
     """The validated spec from the file (or default) with command-line overrides."""
-    if args.workload and args.spec is None:
-        dataset, _, model = args.workload.partition("/")
-        raw = {"name": f"{dataset}-{model}".replace("/", "-"), "store": "./batchscale-store",
-               "workload": {"dataset": dataset, "model": model}}
+    if args.workload is not None:
+        raw = _workload_start(args)
     else:
         raw = load_spec_dict(args.spec)
     for key in ("name", "store", "seed", "backend", "parallelism", "pack_size"):
         if getattr(args, key) is not None:
             raw[key] = getattr(args, key)
-    workload = dict(raw.get("workload") or {})
-    for key in ("dataset", "model", "optimizer"):
-        if getattr(args, key) is not None:
-            workload[key] = getattr(args, key)
-    raw["workload"] = workload
+    overrides = {key: getattr(args, key) for key in ("dataset", "model", "optimizer")
+                 if getattr(args, key) is not None}
+    if overrides and isinstance(raw.get("workload"), dict):  # else parse_spec refuses workload
+        raw["workload"] = {**raw["workload"], **overrides}
+    elif overrides and raw.get("workload") is None:
+        raw["workload"] = overrides
     if args.batch_sizes:
         try:
             raw["batch_sizes"] = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
         except ValueError:
             raise SpecError(f"batch_sizes: {args.batch_sizes!r} must be comma-separated integers") from None
         if isinstance(raw.get("max_steps"), dict) and args.max_steps is None:
-            known = {int(k): v for k, v in raw["max_steps"].items()}
-            raw["max_steps"] = {b: known.get(b, max(known.values())) for b in raw["batch_sizes"]}
+            known = read_max_steps_map(raw["max_steps"])
+            if known:  # new batch sizes take the largest budget given
+                raw["max_steps"] = {b: known.get(b, max(known.values())) for b in raw["batch_sizes"]}
     if args.trials is not None:
         raw["trials_per_batch_size"] = args.trials
     if args.max_steps is not None:
@@ -74,6 +91,21 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
     if args.goal:
         raw["goals"] = list(args.goal)  # the one goal syntax, checked by parse_spec
     return parse_spec(raw)
+
+
+def _workload_start(args: argparse.Namespace) -> dict:
+    """The raw spec ``--workload DATASET/MODEL`` starts from: that workload's defaults.
+    With a SPEC it is refused, not silently ignored: a spec's workload is overridden
+    field by field (--dataset, --model, --optimizer)."""
+    if args.spec is not None:
+        raise SpecError(f"--workload: cannot be combined with a SPEC ({args.spec}); use --dataset "
+                        "and --model to override a spec's workload")
+    dataset, slash, model = args.workload.partition("/")
+    if not (slash and _WORKLOAD_PART.match(dataset) and _WORKLOAD_PART.match(model)):
+        raise SpecError(f"--workload: {args.workload!r} must be DATASET/MODEL, e.g. "
+                        "cifar_10/resnet_8 (see `batchscale workloads`)")
+    return {"name": f"{dataset}-{model}", "store": "./batchscale-store",
+            "workload": {"dataset": dataset, "model": model}}
 
 
 def add_placement_args(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from batchscale.core.errors import SpecError
-from batchscale.core.names import METRIC_DIRECTIONS, METRIC_SPLITS
+from batchscale.core.names import METRIC_DIRECTIONS, METRIC_RANGES, METRIC_SPLITS
 
 GOAL_SYNTAX = "METRIC<VALUE or METRIC>VALUE, optionally val/ or train/ first"
 GOAL_EXAMPLES = "e.g. classification_error<0.08, val/cross_entropy_error<3.9, average_precision>0.31"
@@ -75,7 +75,8 @@ def parse_goal(text: str, metrics: Iterable[str] | None = None,
 
 def check_goal(goal: Goal, metrics: Iterable[str] | None = None, where: str = "goal") -> Goal:
     """``goal`` if its metric is measured (``metrics``, default every known metric), its
-    value finite and its direction the metric's; else a one-line SpecError."""
+    value finite and within the metric's range (``check_goal_range``) and its direction
+    the metric's; else a one-line SpecError."""
     allowed = tuple(metrics) if metrics is not None else tuple(METRIC_DIRECTIONS)
     if goal.metric not in allowed:
         raise SpecError(f"{where}: metric {goal.metric!r} is not measured here; allowed: "
@@ -87,7 +88,30 @@ def check_goal(goal: Goal, metrics: Iterable[str] | None = None, where: str = "g
         op = "<" if natural == "minimize" else ">"
         raise SpecError(f"{where}: {goal.metric} improves by {'falling' if op == '<' else 'rising'}; "
                         f"write {goal.metric}{op}VALUE (direction {natural})")
+    check_goal_range(goal, where)
     return goal
+
+
+def check_goal_range(goal: Goal, where: str = "goal") -> None:
+    """Refuse a goal value outside what its metric can take (``METRIC_RANGES``).
+
+    The end every value beats (``classification_error<1.5``, or ``<1``, which the first
+    evaluation already beats) is refused: every trial would reach it at step 0, and steps
+    to result would be meaningless. The end no value beats (``classification_error<0``,
+    ``average_precision>1``) is allowed: an unreachable goal runs every trial to its
+    budget, which benchmarks and tests rely on. Metrics without a known range pass."""
+    if goal.metric not in METRIC_RANGES:
+        return
+    lo, hi = METRIC_RANGES[goal.metric]
+    minimize = goal.direction == "minimize"
+    if (lo <= goal.value < hi) if minimize else (lo < goal.value <= hi):
+        return
+    finite = math.isfinite(hi)
+    span = f"[{lo:g}, {hi:g}]" if finite else f"[{lo:g}, inf)"
+    inside = f"{lo:g} < VALUE" + (f" < {hi:g}" if finite else "")
+    raise SpecError(f"{where}: {goal.label} is out of range for {goal.metric}, which lies in {span}; "
+                    f"allowed: {goal.metric}{'<' if minimize else '>'}VALUE with {inside} (or "
+                    f"{lo if minimize else hi:g}: never reached, every trial runs to its budget)")
 
 
 def first_step_reaching(rows: list[dict], goal: Goal, split: str = "val") -> int | None:

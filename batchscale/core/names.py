@@ -23,6 +23,15 @@ METRIC_DIRECTIONS = {
     "cross_entropy_error": "minimize",
     "average_precision": "maximize",
 }
+# The values each metric can take, (lowest, highest), as batchscale.training.metrics
+# computes them: error rates and average precision are fractions, cross entropy is a
+# non-negative loss. A goal must lie inside (batchscale.core.goals.check_goal): a goal
+# every value beats would be reached at step 0 by every trial.
+METRIC_RANGES = {
+    "classification_error": (0.0, 1.0),
+    "cross_entropy_error": (0.0, float("inf")),
+    "average_precision": (0.0, 1.0),
+}
 
 # ---- splits ------------------------------------------------------------------------
 DATA_SPLITS = ("train", "validation", "test")  # what a prepared data set holds

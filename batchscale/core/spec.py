@@ -21,7 +21,7 @@ from batchscale.core.names import BACKENDS, PRECISIONS  # noqa: F401  (spec fiel
 
 SCALES = ("linear", "log", "reverse_log", "discrete")
 DIRECTIONS = ("minimize", "maximize")
-STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")  # \Z: no trailing newline
 RESERVED_NAMES = ("datasets",)
 # Metaparameters the trainer understands, with the values each may take: (lowest,
 # highest, allowed), bounds inclusive unless ``allowed`` says otherwise (see
@@ -44,6 +44,15 @@ PARAMETER_BOUNDS = {
 # Parameters that only take integer values (searched as INTEGER, rounded to the nearest).
 INTEGER_PARAMETERS = frozenset({"decay_steps", "decay_events", "warmup_steps"})
 
+# Upper bounds on a spec's counts: far past any real study, low enough that a slip (three
+# extra zeros) is refused before it schedules a billion trials, and each survives the
+# float64 of a protobuf Struct exactly. docs/study-spec.md states them.
+MAX_TRIALS_PER_BATCH_SIZE = 10_000
+MAX_PACK_SIZE = MAX_TRIALS_PER_BATCH_SIZE  # a pack holds trials of one batch size
+MAX_PARALLELISM = 1_000  # pack tasks at once
+MAX_STEPS = 1_000_000_000  # a step budget; also caps decay_steps, decay_events, warmup_steps
+MAX_SEED = 2**32 - 1  # the search and trial seeds are derived from it; numpy's seed range
+
 
 def as_number(field_name, value, integer=False):
     """``value`` as an int or float, or a SpecError naming the field.
@@ -58,6 +67,16 @@ def as_number(field_name, value, integer=False):
             fail_field(field_name, f"{value!r} is not an integer")
         return int(value)
     return value
+
+
+def as_integer_in(field_name, value, lowest: int, highest: int) -> int:
+    """``value`` as an int in [lowest, highest], or a one-line SpecError naming the field
+    and the range (the one check of every bounded count in a spec)."""
+    number = as_number(field_name, value, integer=True)
+    if not lowest <= number <= highest:
+        fail_field(field_name, f"{number} is out of range; allowed: an integer >= {lowest} "
+                   f"and <= {highest:,}")
+    return number
 
 
 @dataclass(frozen=True)

@@ -12,55 +12,117 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import shutil
+import stat
+import tempfile
 
+from batchscale.core.errors import fail_field
 from batchscale.store.gcs_storage import GCSStorage
 from batchscale.store.storage_api import (
+    ROOTS_ALLOWED,
     TMP_PREFIX,
     Storage,
     atomic_local_write,
+    check_root,
     parse_gs_url,
     split_path,
     write_temp,
 )
 
-__all__ = ["GCSStorage", "LocalStorage", "Storage", "open_root"]
-
-_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+__all__ = ["GCSStorage", "LocalStorage", "Storage", "check_store_writable", "open_root"]
 
 
 def open_root(root: str) -> Storage:
     """Return the backend for ``root``: GCS for ``gs://bucket[/prefix]``, else a local folder.
 
-    Raises ValueError for an empty root, a malformed ``gs://`` url, or another URL
-    scheme (``s3://...`` would otherwise silently become a local folder named ``s3:``).
+    Raises a one-line ValueError for a root ``check_root`` refuses: empty, a malformed
+    ``gs://`` url, or another URL (``s3://...`` would otherwise silently become a local
+    folder named ``s3:``).
     """
-    if not isinstance(root, str) or not root.strip():
-        raise ValueError(f"storage root must be a non-empty string, got {root!r}")
-    m = _SCHEME_RE.match(root)
-    if m is None:
+    try:
+        kind = check_root(root)
+    except ValueError as err:
+        raise ValueError(f"storage root: {err}") from None
+    if kind == "local":
         return LocalStorage(root)
-    if m.group(1).lower() != "gs":
-        raise ValueError(
-            f"unsupported storage root {root!r}: use gs://BUCKET[/PREFIX] or a local path"
-        )
     bucket, prefix = parse_gs_url(root)
     return GCSStorage(bucket, prefix)
+
+
+def check_store_writable(root: str) -> None:
+    """Refuse, with a one-line SpecError on ``store``, a local store root that a run could
+    not write: an existing file, a folder it may not write, or a missing folder whose
+    nearest existing ancestor is a file or not writable. A preflight, so that a run fails
+    before it starts anything rather than in its first task.
+
+    Leaves the disk as it found it: the folder (the root, or the nearest existing ancestor
+    of a missing root, which is not created) is probed with a hidden temp file that is
+    removed at once. A probe, not ``os.access``: access() says yes to root on any folder,
+    and to anyone on /proc or /sys. gs:// roots pass (the first write checks access)."""
+    try:
+        kind = check_root(root)
+    except ValueError as err:
+        fail_field("store", str(err))
+    if kind == "gs":
+        return
+    path = os.path.abspath(os.path.expanduser(root))
+    if os.path.lexists(path) and not os.path.isdir(path):
+        fail_field("store", f"{root} exists and is not a folder; allowed: {ROOTS_ALLOWED}")
+    folder = path
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        fail_field("store", f"{root} cannot be created: {folder} is a file, not a folder; "
+                   f"allowed: {ROOTS_ALLOWED}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=TMP_PREFIX + "probe-", dir=folder)
+    except OSError as err:
+        problem = "is not writable" if folder == path else f"cannot be created in {folder}"
+        fail_field("store", f"{root} {problem} ({err.strerror}); allowed: a folder you may write, "
+                   "or gs://bucket[/prefix]")
+    os.close(fd)
+    os.unlink(probe)
 
 
 class LocalStorage(Storage):
     """Storage rooted at a local folder (created lazily on first write)."""
 
     def __init__(self, root: str) -> None:
-        # Absolute so later chdir() calls cannot move the root.
+        # Absolute so later chdir() calls cannot move the root; its real path (symlinks
+        # resolved, once) is the boundary no stored path may leave.
         self.root = os.path.abspath(os.path.expanduser(root))
+        self._real_root = os.path.realpath(self.root)
+        self._inside = self._real_root.rstrip(os.sep) + os.sep  # what every path below starts with
 
     def _path(self, path: str, *, allow_root: bool = False) -> str:
-        return os.path.join(self.root, *split_path(path, allow_root=allow_root))
+        parts = split_path(path, allow_root=allow_root)
+        self._check_inside(path, parts)
+        return os.path.join(self.root, *parts)
+
+    def _check_inside(self, path: str, parts: list[str]) -> None:
+        """Refuse ``path`` when a symlink on its way leads outside the root: a link in a
+        store (a shared or unpacked folder) must not let a read or write reach other files.
+
+        Cheap on the hot path: one lstat per component below the root, stopping at the
+        first that does not exist; only a symlink is resolved (realpath)."""
+        current = self._real_root
+        for part in parts:
+            candidate = os.path.join(current, part)
+            try:
+                mode = os.lstat(candidate).st_mode
+            except OSError:
+                return  # nothing below exists (a write creates plain folders) or can be reached
+            if not stat.S_ISLNK(mode):
+                current = candidate
+                continue
+            current = os.path.realpath(candidate)
+            if current != self._real_root and not current.startswith(self._inside):
+                raise ValueError(f"storage path {path!r} leaves the store root {self.root} "
+                                 f"through the symlink {candidate} -> {current}; "
+                                 "allowed: files inside the store root")
 
     def url(self, path: str) -> str:
-        return self._path(path, allow_root=True)
+        return os.path.join(self.root, *split_path(path, allow_root=True))
 
     def exists(self, path: str) -> bool:
         return os.path.isfile(self._path(path))

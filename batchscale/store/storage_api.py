@@ -21,6 +21,30 @@ from typing import IO
 TMP_PREFIX = ".batchscale-tmp-"
 # Loose GCS bucket-name check: lowercase letters, digits, '-', '_', '.'.
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+# Something that reads as a URL ("s3://", "file:///", "gs:/x"): never a local folder.
+_URL_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/|^gs:", re.IGNORECASE)
+ROOTS_ALLOWED = "a local folder or gs://bucket[/prefix]"
+
+
+def check_root(root) -> str:
+    """``"gs"`` or ``"local"``: which backend serves ``root``, or a one-line ValueError
+    (without a field name; callers add theirs) saying why it is no store root.
+
+    The one rule for store roots: ``gs://bucket[/prefix]`` or a local path. Any other
+    URL (``s3://b``, ``GS://b``, the typo ``gs:/b``) is refused, not taken as a local
+    folder named ``s3:`` that would silently fill the working directory."""
+    if not isinstance(root, str):
+        raise ValueError(f"{root!r} is not a string ({type(root).__name__}); allowed: {ROOTS_ALLOWED}")
+    if not root.strip():
+        raise ValueError(f"{root!r} is empty; allowed: {ROOTS_ALLOWED}")
+    if "\x00" in root or "\n" in root:
+        raise ValueError(f"{root!r} holds a NUL or newline character; allowed: {ROOTS_ALLOWED}")
+    if root.startswith("gs://"):
+        parse_gs_url(root)
+        return "gs"
+    if _URL_LIKE.match(root):
+        raise ValueError(f"{root!r} is a URL batchscale cannot store to; allowed: {ROOTS_ALLOWED}")
+    return "local"
 
 
 def parse_gs_url(url: str) -> tuple[str, str]:
@@ -28,9 +52,10 @@ def parse_gs_url(url: str) -> tuple[str, str]:
     rest = url[len("gs://") :].rstrip("/")
     bucket, _, prefix = rest.partition("/")
     if not bucket:
-        raise ValueError(f"malformed GCS root {url!r}: expected gs://BUCKET[/PREFIX]")
+        raise ValueError(f"malformed GCS root {url!r}: no bucket; allowed: gs://bucket[/prefix]")
     if not _BUCKET_RE.match(bucket):
-        raise ValueError(f"malformed GCS root {url!r}: invalid bucket name {bucket!r}")
+        raise ValueError(f"malformed GCS root {url!r}: invalid bucket name {bucket!r}; allowed: "
+                         "3-222 of a-z, 0-9, '.', '_', '-', starting and ending with a letter or digit")
     try:
         parts = split_path(prefix, allow_root=True)
     except ValueError as e:

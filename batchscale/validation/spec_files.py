@@ -19,10 +19,35 @@ def shipped_studies() -> list[str]:
 
 def default_spec_dict(name: str = "quickstart") -> dict:
     """A shipped spec by name; quickstart (the embedded default study) unless told."""
+    text = resources.files("batchscale.studies").joinpath(f"{name}.yaml").read_text()
+    return load_yaml(text, f"{name}.yaml")
+
+
+def load_yaml(text: str, where: str):
+    """YAML as safe_load reads it, except that a key given twice in one mapping (at any
+    depth) is refused, naming the key and its lines: safe_load would keep the last one
+    silently, so ``name: a`` then ``name: b`` would run a study nobody meant."""
     import yaml
 
-    text = resources.files("batchscale.studies").joinpath(f"{name}.yaml").read_text()
-    return yaml.safe_load(text)
+    class _UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            first_lines: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # '<<: *anchor' merges; its keys may be overridden
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    first = first_lines.get(key)
+                except TypeError:
+                    continue  # an unhashable key: safe_load itself refuses it
+                if first is not None:
+                    raise SpecError(f"spec file: {where} line {line}: key {key!r} is given twice "
+                                    f"(first on line {first}); give each key once")
+                first_lines[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
 
 
 def load_spec_dict(path: str | None) -> dict:
@@ -36,11 +61,16 @@ def load_spec_dict(path: str | None) -> dict:
     if not os.path.exists(path) and path in shipped_studies():
         return default_spec_dict(path)
     try:
-        with open(path) as fh:
-            raw = yaml.safe_load(fh)
+        with open(path, encoding="utf-8") as fh:
+            raw = load_yaml(fh.read(), path)
     except FileNotFoundError:
         raise SpecError(f"spec file: {path} does not exist (shipped studies: "
                         f"{', '.join(shipped_studies())})") from None
+    except OSError as err:
+        raise SpecError(f"spec file: {path} cannot be read ({err.strerror}); allowed: a readable "
+                        "YAML file or a shipped study's name") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"spec file: {path} is not UTF-8 text; allowed: a YAML file") from None
     except yaml.YAMLError as err:
         raise SpecError(f"spec file: {path} is not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(raw, dict):

@@ -16,10 +16,21 @@ DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space
                "max_steps")
 
 
+_WORKLOAD_KEYS = ("dataset", "model", "optimizer", "precision", "options")
+
+
 def parse_workload(raw) -> Workload:
-    allowed = {"dataset", "model", "optimizer", "precision", "options"}
-    if not isinstance(raw, dict) or not {"dataset", "model"} <= set(raw) <= allowed:
-        _fail("workload", "must have keys dataset and model, optionally optimizer, precision, options")
+    """``workload``: a mapping {dataset, model, optimizer[, precision, options]}, each
+    checked against the registries; the optimizer defaults to the workload's."""
+    if not isinstance(raw, dict):
+        _fail("workload", f"must be a mapping {{dataset, model, optimizer}} (optionally precision, "
+              f"options), got {type(raw).__name__} {raw!r}; e.g. {{dataset: mnist_5k, model: fc_128_128}}")
+    extra = sorted(map(str, set(raw) - set(_WORKLOAD_KEYS)))
+    if extra:
+        _fail(f"workload.{extra[0]}", f"unknown key; allowed: {', '.join(_WORKLOAD_KEYS)}")
+    for key in ("dataset", "model"):
+        if raw.get(key) is None:
+            _fail(f"workload.{key}", "is required (`batchscale workloads` lists the workloads)")
     try:
         dataset = get_dataset(str(raw["dataset"]))
     except ValueError as err:
@@ -29,15 +40,18 @@ def parse_workload(raw) -> Workload:
     except ValueError as err:
         _fail("workload.model", f"{err} (dataset {dataset.name} is {dataset.task.replace('_', ' ')})")
     defaults = workload_defaults(dataset.name, str(raw["model"]))
-    optimizer = raw.get("optimizer") or (defaults.optimizer if defaults else None)
+    optimizer = raw.get("optimizer")
+    if optimizer is None:  # absent or null: the workload's
+        optimizer = defaults.optimizer if defaults else None
     if optimizer not in OPTIMIZERS:
         _fail("workload.optimizer",
-              f"{'unknown optimizer ' + repr(optimizer) if optimizer else 'is required'}; "
+              f"{'is required' if optimizer is None else 'unknown optimizer ' + repr(optimizer)}; "
               f"allowed: {', '.join(OPTIMIZERS)}")
     precision = raw.get("precision", "float32")
     if precision not in PRECISIONS:
         _fail("workload.precision", f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
-    options = raw.get("options") or {}
+    options = raw.get("options")
+    options = {} if options is None else options
     if not isinstance(options, dict):
         _fail("workload.options", f"must map option names to integers; {dataset.name} accepts "
               f"{', '.join(dataset.options) or 'none'}")
@@ -64,7 +78,9 @@ def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
                       "`batchscale workloads` lists the workloads that have them)")
         return raw
     filled = dict(raw)
-    sizes = raw.get("batch_sizes") or list(defaults.batch_sizes)
+    sizes = raw.get("batch_sizes")
+    if not isinstance(sizes, (list, tuple)):  # absent, or not a list (parse_spec refuses that)
+        sizes = list(defaults.batch_sizes)
     train = dataset.split_sizes["train"]
     values = {
         "batch_sizes": list(defaults.batch_sizes),

@@ -20,14 +20,14 @@ import pytest
 from batchscale.search.trials import make_trials
 from batchscale.store.layout import StudyStore
 from batchscale.validation import parse_spec
-from tests.conftest import tiny_spec_dict
+from tests.conftest import share_datasets, tiny_spec_dict
 
 
 @pytest.mark.slow
 def test_a_failed_pack_still_ends_with_a_report_naming_the_missing_trial(digits_store, tmp_path):
     root = str(tmp_path / "store")
     os.makedirs(root)
-    os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+    share_datasets(digits_store, root)
     spec = parse_spec(tiny_spec_dict(root, name="faulty", max_steps=20, pack_size=1))
     store = StudyStore(root)
     trials = make_trials(spec)

@@ -155,7 +155,7 @@ def test_run_local_says_the_store_is_unreachable_and_survives(relay, gcs_root, t
                              "--work-dir", str(tmp_path / "w")], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[tuple[float, str]] = []
-    reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), l) for l in proc.stdout),
+    reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), out) for out in proc.stdout),
                               daemon=True)
     reader.start()
     try:

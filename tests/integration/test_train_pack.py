@@ -13,7 +13,7 @@ from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.packs import run_pack
 from batchscale.validation import parse_spec
-from tests.conftest import tiny_spec_dict
+from tests.conftest import share_datasets, tiny_spec_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = """
@@ -37,7 +37,7 @@ def test_short_trial_on_each_backend(backend, digits_store, tmp_path):
     """Same trainer, same paper optimizer, either backend: a full 60-step trial."""
     root = str(tmp_path / backend)
     os.makedirs(root)
-    os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+    share_datasets(digits_store, root)
     raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32], backend=backend, max_steps=60,
                          goals=[{"metric": "classification_error", "value": 0.0}])  # unreachable
     env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": ROOT}
@@ -130,7 +130,7 @@ def test_data_parallel_trial_matches_one_device(digits_store, tmp_path):
     for devices in (1, 4):
         root = str(tmp_path / f"d{devices}")
         os.makedirs(root)
-        os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+        share_datasets(digits_store, root)
         raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32], max_steps=30,
                              goals=[{"metric": "classification_error", "value": 0.0}])
         env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
@@ -167,7 +167,7 @@ def test_a_convolutional_pack_on_cpu_steps_once_per_call_and_matches_the_trial_t
     for how in ("trial", "pack"):
         root = str(tmp_path / how)
         os.makedirs(root)
-        os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+        share_datasets(digits_store, root)
         spec = parse_spec(tiny_spec_dict(root, workload=workload, batch_sizes=[32],
                                          trials_per_batch_size=1, max_steps=40))
         store = StudyStore(root)
@@ -213,7 +213,7 @@ def test_the_fit_trainer_checkpoints_on_a_stop_and_resumes_step_for_step(stops, 
     for how in ("uninterrupted", "stopped"):
         root = str(tmp_path / how)
         os.makedirs(root)
-        os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+        share_datasets(digits_store, root)
         spec = parse_spec(tiny_spec_dict(root, batch_sizes=[16], trials_per_batch_size=1,
                                          max_steps=300, checkpoint_seconds=1000))
         store = StudyStore(root)
@@ -240,7 +240,7 @@ def test_an_evaluation_interval_longer_than_a_chunk_buffer_trains_in_pieces(digi
 
     root = str(tmp_path / "store")
     os.makedirs(root)
-    os.symlink(os.path.join(digits_store, "datasets"), os.path.join(root, "datasets"))
+    share_datasets(digits_store, root)
     spec = parse_spec(tiny_spec_dict(root, batch_sizes=[16], trials_per_batch_size=1,
                                      max_steps=3000, evaluation={"resolution": 0.5},
                                      goals=[{"metric": "classification_error", "value": 0.0001}]))

@@ -2,12 +2,14 @@
 that name a metric the workload does not measure or point the wrong way."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from batchscale.core.goals import Goal, all_goals_reached, check_goal, first_step_reaching, parse_goal
+from batchscale.core.names import METRIC_DIRECTIONS, METRIC_RANGES
 from batchscale.core.spec import SpecError
 from batchscale.workloads.defaults import default_goal
 
@@ -95,3 +97,37 @@ def test_the_papers_default_goals_come_from_the_workload_registry():
     assert default_goal("open_images", "resnet_50") == Goal("average_precision", 0.31, "maximize")
     assert default_goal("common_crawl", "transformer_base") == default_goal("c4", "transformer_base")
     assert default_goal("cifar_10", "no_such_model") is None
+
+
+@pytest.mark.parametrize("text", [
+    "classification_error<0.5", "classification_error<0", "classification_error<0.999",
+    "cross_entropy_error<0", "cross_entropy_error<1e6", "average_precision>0.001", "average_precision>1",
+])
+def test_goals_inside_the_metrics_range_pass(text):
+    goal, _ = parse_goal(text)
+    assert check_goal(goal) == goal
+
+
+@pytest.mark.parametrize("goal, allowed", [
+    (Goal("classification_error", 1.5),
+     "lies in [0, 1]; allowed: classification_error<VALUE with 0 < VALUE < 1"),
+    (Goal("classification_error", 1.0), "lies in [0, 1]"),  # every evaluation that errs less beats it
+    (Goal("classification_error", -0.1), "lies in [0, 1]"),
+    (Goal("cross_entropy_error", -1.0),
+     "lies in [0, inf); allowed: cross_entropy_error<VALUE with 0 < VALUE"),
+    (Goal("average_precision", 0.0, "maximize"), "(or 1: never reached"),
+    (Goal("average_precision", 1.2, "maximize"), "lies in [0, 1]"),
+])
+def test_goals_outside_the_metrics_range_are_refused_in_every_form(goal, allowed):
+    """The one range rule: a Goal, its label through parse_goal (--goal, report) and a
+    spec's goal mapping all meet it."""
+    with pytest.raises(SpecError, match=f"^goal: {re.escape(goal.label)} is out of range for .*"
+                                        f"{re.escape(allowed)}"):
+        check_goal(goal)
+    with pytest.raises(SpecError, match=f"^--goal: {re.escape(goal.label)} is out of range"):
+        parse_goal(goal.label, where="--goal")
+
+
+def test_every_metric_a_goal_may_name_has_a_range():
+    assert set(METRIC_RANGES) == set(METRIC_DIRECTIONS)
+    assert all(lo < hi for lo, hi in METRIC_RANGES.values())

@@ -4,6 +4,7 @@ the issue lists is refused with one line naming the field and what is allowed.""
 import copy
 
 import pytest
+import yaml
 
 from batchscale.core.spec import SpecError
 from batchscale.validation import default_spec_dict, load_spec_dict, parse_spec, resolve_spec
@@ -246,3 +247,40 @@ def test_goals_in_the_one_goal_syntax_equal_their_mapping_form():
     as_maps = parse_spec(_with("goals", [{"metric": "classification_error", "value": 0.08},
                                           {"metric": "cross_entropy_error", "value": 0.3}]))
     assert as_text == as_maps and as_text.fingerprint() == as_maps.fingerprint()
+
+
+def test_duplicate_yaml_keys_are_refused_at_any_depth_but_merges_are_not(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: a\ngoals:\n  - {metric: classification_error, value: 0.1, value: 0.2}\n")
+    with pytest.raises(SpecError, match=r"^spec file: .*spec.yaml line 3: key 'value' is given twice "
+                                        r"\(first on line 3\); give each key once$"):
+        load_spec_dict(str(path))
+    path.write_text("base: &b {scale: log, min: 0.01, max: 1.0}\nlr:\n  <<: *b\n  max: 0.5\n")
+    assert load_spec_dict(str(path))["lr"] == {"scale": "log", "min": 0.01, "max": 0.5}
+
+
+def _flags(*argv):
+    """The Namespace the CLI's spec flags give for ``argv`` (the real parser, no command)."""
+    import argparse
+
+    from batchscale.cli.options import add_spec_args
+
+    parser = argparse.ArgumentParser()
+    add_spec_args(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_build_spec_maps_budgets_onto_new_batch_sizes_and_refuses_bad_keys(tmp_path):
+    from batchscale.cli.options import build_spec
+
+    spec = build_spec(_flags("--batch-sizes", "8,3000", "--seed", "7"))
+    assert spec.max_steps == {8: 5000, 3000: 5000} and spec.seed == 7  # new size: the largest budget
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**default_spec_dict(), "max_steps": {"abc": 10, 8: 10}}))
+    with pytest.raises(SpecError, match="^max_steps: key 'abc' is not a batch size"):
+        build_spec(_flags(str(path), "--batch-sizes", "8,16"))
+    with pytest.raises(SpecError, match=r"^--workload: cannot be combined with a SPEC \(quickstart\)"):
+        build_spec(_flags("quickstart", "--workload", "cifar_10/resnet_8"))
+    with pytest.raises(SpecError, match="^workload: must be a mapping"):
+        path.write_text(yaml.safe_dump({**default_spec_dict(), "workload": "mnist_5k"}))
+        build_spec(_flags(str(path), "--model", "fc_32"))

@@ -270,3 +270,120 @@ def test_delete_removes_a_file_and_a_missing_one_is_no_error(store):
     assert store.read_bytes("a/c/d/z.json") == TREE["a/c/d/z.json"]
     with pytest.raises(ValueError):
         store.delete("../outside.json")
+
+
+def _files(folder) -> dict:
+    """Every file, folder and symlink under ``folder`` (hidden ones included): its bytes,
+    "folder", or where the link points."""
+    out = {}
+    for current, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(current, name)
+            out[path] = (f"-> {os.readlink(path)}" if os.path.islink(path) else "folder"
+                         if os.path.isdir(path) else open(path, "rb").read())
+    return out
+
+
+@pytest.fixture
+def linked_out(tmp_path):
+    """A local store whose 'datasets' is a symlink to a folder outside it, 'secret.json' a
+    symlink to a file outside it and 'gone' a dangling symlink to an outside path."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.json").write_bytes(b"outside")
+    root = tmp_path / "root"
+    root.mkdir()
+    os.symlink(outside, root / "datasets")
+    os.symlink(outside / "x.json", root / "secret.json")
+    os.symlink(tmp_path / "nowhere", root / "gone")
+    return open_root(str(root)), outside
+
+
+SYMLINK_OPERATIONS = {
+    "read_bytes": lambda s, p: s.read_bytes(p),
+    "exists": lambda s, p: s.exists(p),
+    "write_bytes": lambda s, p: s.write_bytes(p, b"1"),
+    "write_if_absent": lambda s, p: s.write_if_absent(p, b"1"),
+    "delete": lambda s, p: s.delete(p),
+    "list_files": lambda s, p: s.list_files(p.rpartition("/")[0] or p, recursive=True),
+    "upload_from": lambda s, p: s.upload_from(__file__, p),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(SYMLINK_OPERATIONS))
+@pytest.mark.parametrize("path", ["datasets/x.json", "secret.json", "gone/new.json"])
+def test_a_symlink_leading_out_of_the_root_is_refused(operation, path, linked_out, tmp_path):
+    store, outside = linked_out
+    before = _files(tmp_path)
+    with pytest.raises(ValueError, match=r"^storage path '[^']+' leaves the store root .* through "
+                                         r"the symlink .*; allowed: files inside the store root$") as err:
+        SYMLINK_OPERATIONS[operation](store, path)
+    assert "\n" not in str(err.value)
+    assert _files(tmp_path) == before and not (tmp_path / "nowhere").exists()
+
+
+def test_a_symlink_within_the_root_is_followed(tmp_path):
+    store = open_root(str(tmp_path / "root"))
+    store.write_bytes("study/a.json", b"1")
+    os.symlink(tmp_path / "root" / "study", tmp_path / "root" / "alias")
+    assert store.read_bytes("alias/a.json") == b"1"
+    store.write_bytes("alias/b.json", b"2")
+    assert store.read_bytes("study/b.json") == b"2"
+
+
+def test_a_store_root_that_is_itself_a_symlink_is_its_target(tmp_path):
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "root")
+    store = open_root(str(tmp_path / "root"))
+    store.write_bytes("a/b.json", b"1")
+    assert (tmp_path / "real" / "a" / "b.json").read_bytes() == b"1"
+
+
+def test_check_store_writable_passes_and_leaves_no_trace(tmp_path):
+    from batchscale.store.filesystem import check_store_writable
+
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "a.json").write_bytes(b"1")
+    before = _files(tmp_path)
+    check_store_writable(str(tmp_path / "store"))  # an existing folder: probed
+    check_store_writable(str(tmp_path / "new" / "deeper"))  # missing: its ancestor is probed
+    check_store_writable("gs://bucket/prefix")  # not checked here
+    assert _files(tmp_path) == before  # the probe is gone and the missing root was not created
+
+
+@pytest.mark.parametrize("root,message", [
+    ("{tmp}/file", "store: {tmp}/file exists and is not a folder; allowed: a local folder or gs://"),
+    ("{tmp}/file/sub/store", "store: {tmp}/file/sub/store cannot be created: {tmp}/file is a file"),
+    ("s3://bucket/x", "store: 's3://bucket/x' is a URL batchscale cannot store to"),
+    ("/proc", "store: /proc is not writable ("),  # not even root may create files there
+    ("/proc/batchscale/store", "store: /proc/batchscale/store cannot be created in /proc ("),
+])
+def test_check_store_writable_refuses_with_one_line(root, message, tmp_path):
+    from batchscale.core.errors import SpecError
+    from batchscale.store.filesystem import check_store_writable
+
+    if root.startswith("/proc") and not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux /proc")
+    (tmp_path / "file").write_bytes(b"1")
+    before = _files(tmp_path)
+    with pytest.raises(SpecError) as err:
+        check_store_writable(root.format(tmp=tmp_path))
+    assert str(err.value).startswith(message.format(tmp=tmp_path)), err.value
+    assert "\n" not in str(err.value) and _files(tmp_path) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write a read-only folder")
+def test_check_store_writable_refuses_a_read_only_folder(tmp_path):
+    from batchscale.core.errors import SpecError
+    from batchscale.store.filesystem import check_store_writable
+
+    (tmp_path / "ro").mkdir()
+    os.chmod(tmp_path / "ro", 0o555)
+    try:
+        with pytest.raises(SpecError, match="is not writable"):
+            check_store_writable(str(tmp_path / "ro"))
+        with pytest.raises(SpecError, match="cannot be created in"):
+            check_store_writable(str(tmp_path / "ro" / "store"))
+        assert os.listdir(tmp_path / "ro") == []
+    finally:
+        os.chmod(tmp_path / "ro", 0o755)
