@@ -165,15 +165,20 @@ def fit_regimes(crossings: pd.DataFrame, resamples: int = 1000, level: float = 0
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     data = crossings.assign(previous_step=crossings.get("previous_step", math.nan))
-    groups, sizes, steps = [], [], []
+    groups, sizes, steps, at_start = [], [], [], []
     for batch_size, group in data.groupby("batch_size", sort=True):
         step = group["step"].to_numpy(dtype=float)
         if np.isfinite(step).any():
             if (step[np.isfinite(step)] <= 0).any():
-                raise ValueError(f"non-positive step at batch size {batch_size}")
+                at_start.append(int(batch_size))
             groups.append((step, group["previous_step"].to_numpy(dtype=float)))
             sizes.append(int(batch_size))
             steps.append(float(np.nanmin(step)))
+    if at_start:  # the untrained model already beats the goal: no curve to fit
+        reason = (f"the goal is met at step 0, before any training, at batch size(s) "
+                  f"{', '.join(map(str, at_start))}; steps to result is 0 there, so S_min and "
+                  "B_star cannot be fitted: choose a harder goal")
+        return RegimeFit(False, reason, None, None, None, None, tuple(sizes), tuple(steps), 0, level, ())
     if len(sizes) < MIN_BATCH_SIZES:
         named = ", ".join(map(str, sizes)) or "none"
         reason = (f"only {len(sizes)} batch size(s) reached the goal ({named}); "

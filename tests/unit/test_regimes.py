@@ -174,3 +174,13 @@ def test_synthetic_crossings_follow_their_definition():
     assert reached["previous_step"].to_numpy() == pytest.approx(reached["step"].to_numpy() / 1.1)
     best = reached.groupby("batch_size")["step"].min() / (1000 * (1 + 256 / np.array([16, 1024])))
     assert ((best > 1) & (best < 1.1)).all()
+
+
+def test_a_goal_met_before_training_is_a_reason_not_a_crash():
+    """A goal the untrained model beats (e.g. classification_error<0.95 on 10 classes):
+    steps to result 0 at some batch size; no fit, and the reason says what to do."""
+    crossings = pd.DataFrame({"batch_size": [16, 16, 32, 64], "trial_id": [1, 2, 1, 1],
+                              "step": [0.0, 5.0, 3.0, 2.0], "previous_step": [math.nan, 4, 2, 1]})
+    fit = fit_regimes(crossings, resamples=10)
+    assert not fit.fitted
+    assert fit.reason.startswith("the goal is met at step 0, before any training, at batch size(s) 16;")
