@@ -20,7 +20,7 @@ importable from here too, as the CLI does.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -78,7 +78,9 @@ class Comparison:
     """What ``compare_studies`` returns. ``goal``: the goal given for every study (None:
     each study's own); ``table``: the long table (TABLE_COLUMNS, plus NORMALIZED when
     normalising); ``wide``: batch_size x label of the plotted values (normalised or raw
-    steps; NaN = not reached or not measured); ``figures``: file name -> PNG bytes."""
+    steps; NaN = not reached or not measured); ``figures``: file name -> PNG bytes;
+    ``damaged``: the studies' files that could not be read (``Study.damaged``; each is also
+    one of ``notes``, naming its study)."""
 
     goal: str | None
     split: str
@@ -89,6 +91,7 @@ class Comparison:
     wide: pd.DataFrame
     figures: dict[str, bytes]
     notes: list[str]
+    damaged: list = field(default_factory=list)
 
 
 def compare_studies(locations, goal: str | None = None, split: str | None = None,
@@ -138,6 +141,7 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
                          "so it never reaches the goal")
         elif table[STEPS].isna().all():
             notes.append(f"{label}: no batch size reached the goal")
+        notes += [f"{label}: damaged file left out: {d.message}" for d in study.damaged]
         entry = ComparedStudy(label=label, study=name, name=study.name, location=study.location,
                               title=study.title, goal=study_goal.label, batch_sizes=study.batch_sizes)
         if fit:
@@ -167,7 +171,7 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
     return Comparison(goal=studies[0].goals[0].label if goal else None, split=split,
                       normalize_at=normalize_at, num_trials=num_trials, studies=entries,
                       table=table, wide=wide, figures=_figures(curves, entries, split, normalize_at, fits),
-                      notes=notes)
+                      notes=notes, damaged=[d for s in studies for d in s.damaged])
 
 
 def _figures(curves, entries, split, normalize_at, fits) -> dict[str, bytes]:

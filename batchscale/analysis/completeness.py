@@ -10,12 +10,14 @@ paper's released data has none, and nothing is unfinished there.
 ``unfinished_trials`` lists the workload folder and the checkpoints folder once (no request
 per absent trial), reads metadata.json only of trials whose status is not already known
 (``known``: e.g. the statuses the study reader read) and reads the checkpoint object of each
-unfinished trial that has one (verified: a damaged one is reported, not believed).
+unfinished trial that has one (verified: a damaged one is reported, not believed). Trials
+the study reader left out as damaged (``left_out``) are not read again: the report lists
+them under its damaged files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -50,9 +52,13 @@ class UnfinishedTrial:
 
 
 def unfinished_trials(spec: StudySpec, store: StudyStore,
-                      known: Mapping[tuple[int, int], str] | None = None) -> list[UnfinishedTrial]:
-    """Every trial ``spec`` expects that is not finished in ``store``, by batch size and id."""
+                      known: Mapping[tuple[int, int], str] | None = None,
+                      left_out: Collection[tuple[int, int | None]] = ()) -> list[UnfinishedTrial]:
+    """Every trial ``spec`` expects that is not finished in ``store``, by batch size and id;
+    ``left_out``: (batch size, trial id) of damaged trials, (batch size, None) of damaged
+    batch sizes, skipped."""
     known = dict(known or {})
+    left_out = set(left_out)
     w = spec.workload
     workload = f"{spec.name}/{w.dataset}/{w.model}/{w.optimizer}"
     files = set(store.fs.list_files(workload, recursive=True))
@@ -60,6 +66,8 @@ def unfinished_trials(spec: StudySpec, store: StudyStore,
     out = []
     for trial in make_trials(spec):
         key = (trial.batch_size, trial.trial_id)
+        if key in left_out or (trial.batch_size, None) in left_out:
+            continue
         status = known.get(key)
         if status is None:
             if f"{trial.batch_size}/{trial.trial_id}/metadata.json" not in files:

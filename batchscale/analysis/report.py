@@ -4,8 +4,9 @@
 validation and training metrics (Figures 1, 2, 12), the regime fit with bootstrap
 intervals, best validation metric under step and example budgets (Figure 11), the optimal
 metaparameters and the learning-rate x momentum scatter (Figures 8, 9, 13, 21, 22),
-search-space edge warnings, per-batch-size trial counts, the per-trial goal table and, for
-our studies, the trials the spec expects that are not finished (``completeness``).
+search-space edge warnings, per-batch-size trial counts, the per-trial goal table, the
+files the reader could not use (``study.damaged``, ``study_files``) and, for our studies,
+the trials the spec expects that are not finished (``completeness``).
 ``write_report`` puts it under one folder (local or gs://): report.html (self-contained),
 summary.md, summary.json, CSV tables (goal_steps.csv among them) and the figures as PNG
 files. Only those files are written; trials are never touched. ``report_study`` does both
@@ -26,6 +27,7 @@ from batchscale.analysis.goal_steps import GOAL_STEPS_FILE, goal_steps_table
 from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
 from batchscale.analysis.regimes import RegimeFit, fit_regimes
 from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
+from batchscale.analysis.study_files import Damage, damaged_trials
 from batchscale.analysis.study_reader import Study, load_study
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
@@ -47,7 +49,8 @@ class Analysis:
     (first goal); ``notes``: caveats of the fits; ``figures``: file name -> (PNG, caption);
     ``goal_steps``: the per-trial goal table (``goal_steps.goal_steps_table``);
     ``unfinished``: the trials the study's spec expects that are missing or not finished
-    (``completeness.unfinished_trials``; always empty without a spec: the paper's data).
+    (``completeness.unfinished_trials``; always empty without a spec: the paper's data);
+    ``damaged``: the files the study reader could not use, each with what it left out.
     """
 
     study: Study
@@ -62,6 +65,10 @@ class Analysis:
     figures: dict[str, tuple[bytes, str]]
     goal_steps: pd.DataFrame
     unfinished: list[UnfinishedTrial] = field(default_factory=list)
+
+    @property
+    def damaged(self) -> list[Damage]:
+        return self.study.damaged
 
     @property
     def expected_trials(self) -> int | None:
@@ -105,7 +112,8 @@ def _unfinished(study: Study) -> list[UnfinishedTrial]:
         return []
     known = {(int(b), int(t)): str(s) for b, t, s
              in study.trials[["batch_size", "trial_id", "status"]].itertuples(index=False)}
-    return unfinished_trials(study.spec, StudyStore(study.spec.store), known)
+    return unfinished_trials(study.spec, StudyStore(study.spec.store), known,
+                             left_out=damaged_trials(study.damaged))
 
 
 def _fit_notes(fit) -> list[str]:
@@ -181,6 +189,7 @@ def summary_json(analysis: Analysis) -> dict:
         "search_space_warnings": analysis.warnings, "notes": analysis.notes,
         "expected_trials": analysis.expected_trials,
         "unfinished": [u.to_dict() for u in analysis.unfinished],
+        "damaged": [d.to_dict() for d in analysis.damaged],
     }
 
 
@@ -240,7 +249,7 @@ def report_study(location: str, out: str | None = None, goals=None, num_trials: 
 
 def kfp_metrics(analysis: Analysis) -> dict[str, float]:
     """The headline numbers as flat scalar metrics for the Kubeflow UI's Metrics view."""
-    metrics = {}
+    metrics = {"damaged_files": float(len(analysis.damaged))}
     if analysis.expected_trials is not None:
         metrics["unfinished_trials"] = float(len(analysis.unfinished))
     for row in analysis.steps.dropna(subset=["steps_to_result"]).itertuples():

@@ -10,6 +10,9 @@ import pandas as pd
 
 from batchscale.analysis import html as h
 from batchscale.analysis.completeness import NO_CHECKPOINT, RESUME_HINT, unfinished_line, unfinished_table
+from batchscale.analysis.study_files import REMEDY, damaged_line
+
+DAMAGED_TITLE = "Damaged or unreadable files"
 
 STEP_COLUMNS = ["batch_size", "steps_to_result", "examples_to_result", "reached", "complete",
                 "infeasible", "best_trial", "learning_rate", "momentum", "effective_learning_rate"]
@@ -78,6 +81,24 @@ def _damaged(analysis) -> list[str]:
             for u in analysis.unfinished if u.resume_step is None and u.note != NO_CHECKPOINT]
 
 
+def damaged_html(analysis) -> list[str]:
+    """The "Damaged or unreadable files" section: one warning per file (none: nothing)."""
+    if not analysis.damaged:
+        return []
+    return [f'<h2 id="damaged">{DAMAGED_TITLE}</h2>', h.warnings([damaged_line(analysis.damaged)]),
+            "<ul>", *(f"<li><code>{h.esc(d.file)}</code> {h.esc(d.problem)}; "
+                      f"{h.esc(d.left_out)}</li>" for d in analysis.damaged),
+            "</ul>", f'<p class="note">{h.esc(REMEDY[0].upper() + REMEDY[1:])}.</p>']
+
+
+def damaged_markdown(analysis) -> list[str]:
+    if not analysis.damaged:
+        return []
+    return [f"## {DAMAGED_TITLE}", "", f"**{damaged_line(analysis.damaged)}**", "",
+            *(f"- `{d.file}` {d.problem}; {d.left_out}" for d in analysis.damaged), "",
+            f"{REMEDY[0].upper() + REMEDY[1:]}.", ""]
+
+
 def unfinished_html(analysis) -> list[str]:
     """The "Unfinished trials" section (our studies only), or one line when all are done."""
     if analysis.expected_trials is None:
@@ -107,7 +128,8 @@ def report_html(analysis) -> str:
     study, steps = analysis.study, analysis.steps
     level, resamples = _level(analysis)
     body = [f"<h1>{h.esc(study.title)}</h1>", f'<p class="note">{h.esc(_intro(analysis))}</p>',
-            *unfinished_html(analysis), "<h2>Regimes</h2>", h.table(regimes_table(analysis.fits)),
+            *damaged_html(analysis), *unfinished_html(analysis),
+            "<h2>Regimes</h2>", h.table(regimes_table(analysis.fits)),
             "".join(f'<p class="note">{h.esc(n)}</p>' for n in analysis.notes)]
     if analysis.warnings:
         body += ["<h2>Search-space warnings</h2>", h.warnings([w["message"] for w in analysis.warnings])]
@@ -127,7 +149,8 @@ def report_html(analysis) -> str:
 def report_markdown(analysis) -> str:
     study, steps = analysis.study, analysis.steps
     level, resamples = _level(analysis)
-    lines = [f"# {study.title}", "", _intro(analysis), "", *unfinished_markdown(analysis),
+    lines = [f"# {study.title}", "", _intro(analysis), "", *damaged_markdown(analysis),
+             *unfinished_markdown(analysis),
              "## Regimes", "",
              *h.markdown_table(regimes_table(analysis.fits)), ""]
     lines += [f"- {n}" for n in analysis.notes]

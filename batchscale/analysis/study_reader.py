@@ -7,11 +7,17 @@ Both use the paper's layout (``<dataset>/<model>/<optimizer>/<batch_size>/study.
   the data set come from the spec);
 - the paper's database or a copy of part of it, at any folder that holds exactly one
   workload (``.../fashion_mnist/simple_cnn_base/momentum``, or a parent with only that one
-  below it). Its goals default to the workload registry's (the paper's Figure 1 goals,
+  below it). Its goals default to those its study.json files carry (ours do), else the
+  workload registry's (the paper's Figure 1 goals,
   ``batchscale.workloads.defaults.default_goal``) unless given.
 
 This is the one reader of a study's folders: the report, compare, the results API
 (``batchscale.analysis.results``) and the pipeline's aggregate step all load through it.
+
+Damaged files are never believed (``batchscale.analysis.study_files``): a trial whose
+metadata.json or measurements.csv is missing, unreadable or not what was written, a
+batch-size folder without a readable study.json, and for our studies a listed batch size
+without one, are left out and listed in ``Study.damaged``, each naming its file.
 
 Conventions are the paper's released analysis code's: only COMPLETE trials count by
 default; ``num_trials=N`` keeps the N lowest trial ids among the counted statuses at each
@@ -26,21 +32,31 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from batchscale.analysis.study_files import (
+    Damage,
+    find_workload,
+    join,
+    list_workload,
+    read_json_object,
+    read_spec,
+    read_trial,
+)
 from batchscale.core.goals import Goal, check_goal, parse_goal
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError, StudySpec
-from batchscale.store.checkpoints import CHECKPOINTS_DIR
 from batchscale.store.filesystem import Storage, open_root
-from batchscale.store.layout import parse_measurements
-from batchscale.validation import parse_spec
 from batchscale.workloads.defaults import default_goal, paper_workloads
 
-MAX_WORKLOAD_DEPTH = 5  # how far below a location to look for batch-size folders
-# A study's own folders beside its workload: never a data set's (report/: aggregate's output;
-# checkpoints/<batch_size>/<trial_id>.npz: unfinished trials' checkpoints).
-NOT_DATA = ("report", CHECKPOINTS_DIR)
 KEYS = ["batch_size", "trial_id"]
 TRIAL_COLUMNS = [*KEYS, "status", "steps"]  # then one column per metaparameter
+
+
+class UnreadableStudy(SpecError):
+    """Nothing could be analysed: every batch-size folder is damaged (``damaged`` says how)."""
+
+    def __init__(self, message: str, damaged: list[Damage]):
+        super().__init__(message)
+        self.damaged = damaged
 
 
 @dataclass
@@ -51,7 +67,8 @@ class Study:
     ``<split>/<metric>`` columns); ``metadata`` each trial's metadata.json fields that are
     plain values (batch_size, trial_id, then status, steps, wall_time, stop_reason, ...;
     dicts such as parameters left out), kept apart so that only metaparameters are extra
-    columns of ``trials``. ``counted`` are the statuses that can reach a goal."""
+    columns of ``trials``. ``counted`` are the statuses that can reach a goal.
+    ``damaged``: the files that could not be read or believed, and what was left out."""
 
     name: str
     location: str
@@ -67,6 +84,7 @@ class Study:
     spec: StudySpec | None = None
     counted: tuple[str, ...] = ("COMPLETE",)
     train_examples: int | None = None
+    damaged: list[Damage] = field(default_factory=list)
 
     @property
     def title(self) -> str:
@@ -101,108 +119,98 @@ def load_study(location: str, goals=None, num_trials: int | None = None,
 
     ``goals``: Goals or goal strings (``batchscale.core.goals.parse_goal``), each checked
     against the metrics the trials measured; default: the study spec's, or the workload
-    registry's goal (the paper's Figure 1 goal) for the paper's data.
+    registry's goal (the paper's Figure 1 goal) for the paper's data. Raises
+    ``UnreadableStudy`` when no batch size could be read.
     """
     bad = sorted(set(statuses) - set(STATUSES))
     if bad or not statuses:
         raise SpecError(f"statuses: {bad or '[]'} not allowed; choose from {', '.join(STATUSES)}")
     if num_trials is not None and num_trials < 1:
         raise SpecError(f"num_trials: {num_trials} must be a positive integer")
-    location = location.rstrip("/")
-    fs = open_root(location)
-    spec = _our_spec(fs, location)
+    fs = open_root(location.rstrip("/") or location)
+    location = fs.root  # absolute: a bare relative "quickstart" is ./quickstart
+    damaged: list[Damage] = []
+    spec = read_spec(fs, location, damaged)
     if spec is not None:
         w = spec.workload
         workload_path = f"{w.dataset}/{w.model}/{w.optimizer}"
         name = spec.name
     else:
-        workload_path = _single_workload(fs, location)
+        workload_path = find_workload(fs, location)
         name = "/".join(fs.url(workload_path).rstrip("/").split("/")[-3:])
-    batch_dirs = _batch_dirs(fs, workload_path)
-    if not batch_dirs:
-        raise SpecError(f"study: no batch-size folders with study.json under {fs.url(workload_path)}")
-    study_json, trials, measurements, metadata = _read_workload(fs, batch_dirs)
+    study_json, trials, measurements, metadata = _read_workload(fs, workload_path, spec, damaged)
+    if not study_json:
+        where = fs.url(workload_path)
+        if damaged:
+            raise UnreadableStudy(f"study: no readable batch-size folder under {where}", damaged)
+        raise SpecError(f"study: no batch-size folders with study.json under {where}")
+    spec_url = fs.url("study_spec.json")
+    if (spec is None and workload_path.count("/") == 2 and _ours(study_json)
+            and all(d.file != spec_url for d in damaged)):
+        damaged.append(Damage(spec_url, "is missing (the study.json files "
+                              "are batchscale's)", "read as the paper's layout: goals from "
+                              "study.json, no check of the trials the study expects"))
     first = next(iter(study_json.values()))
     dataset, model, optimizer = (first.get(k, "?") for k in ("dataset", "model", "optimizer"))
     trials = _first_trials(trials, num_trials, statuses, fs.url(workload_path))
     measurements = measurements.merge(trials[KEYS], on=KEYS)
     metadata = metadata.merge(trials[KEYS], on=KEYS)
-    goal_list = _resolve_goals(goals, spec, dataset, model, measurements)
+    goal_list = _resolve_goals(goals, spec, dataset, model, measurements, study_json)
     return Study(name=name, location=fs.url(workload_path) if workload_path else location,
                  dataset=dataset, model=model, optimizer=optimizer,
                  layout="batchscale" if spec else "paper", goals=goal_list, trials=trials,
                  measurements=measurements, metadata=metadata, study_json=study_json, spec=spec,
-                 counted=tuple(statuses), train_examples=_train_examples(fs, location, spec))
+                 counted=tuple(statuses), train_examples=_train_examples(spec),
+                 damaged=damaged)
 
 
-def _our_spec(fs: Storage, location: str) -> StudySpec | None:
-    if not fs.exists("study_spec.json"):
-        return None
-    # Parsed once, with the store it was read from (a copied store keeps its old root).
-    return parse_spec({**json.loads(fs.read_text("study_spec.json")), "store": location.rpartition("/")[0]})
+def _ours(study_json: dict[int, dict]) -> bool:
+    """Whether the study.json files were written by batchscale (they carry our goals)."""
+    return any(isinstance(s.get("goals"), list) for s in study_json.values())
 
 
-def _is_batch_dir(fs: Storage, path: str) -> bool:
-    name = path.rpartition("/")[2]
-    return name.isdigit() and fs.exists(f"{path}/study.json")
-
-
-def _join(base: str, name: str) -> str:
-    return f"{base}/{name}" if base else name
-
-
-def _batch_dirs(fs: Storage, workload: str) -> list[str]:
-    dirs = [_join(workload, d) for d in fs.list_dirs(workload) if d.isdigit()]
-    return sorted((d for d in dirs if fs.exists(f"{d}/study.json")),
-                  key=lambda d: int(d.rpartition("/")[2]))
-
-
-def _single_workload(fs: Storage, location: str) -> str:
-    """The one folder (relative to ``location``) whose children are batch-size folders."""
-    found, frontier = [], [""]
-    for _ in range(MAX_WORKLOAD_DEPTH + 1):
-        nxt = []
-        for path in frontier:
-            children = [_join(path, d) for d in fs.list_dirs(path) if d not in NOT_DATA]
-            if any(_is_batch_dir(fs, c) for c in children if c.rpartition("/")[2].isdigit()):
-                found.append(path)
-            else:
-                nxt += children
-        frontier = nxt
-    if len(found) == 1:
-        return found[0]
-    if not found and not fs.list_dirs("") and not fs.list_files(""):
-        raise SpecError(f"study: {location} is empty or does not exist; give STORE/STUDY "
-                        "(e.g. ./batchscale-store/quickstart) or a folder of the paper's layout")
-    if not found:
-        raise SpecError(f"study: {location} holds no study (no <batch_size>/study.json within "
-                        f"{MAX_WORKLOAD_DEPTH} folders, and no study_spec.json)")
-    shown = ", ".join(f"{location}/{f}" for f in found[:8])
-    more = f" and {len(found) - 8} more" if len(found) > 8 else ""
-    raise SpecError(f"study: {location} holds {len(found)} workloads; name one: {shown}{more}")
-
-
-def _read_workload(fs: Storage, batch_dirs: list[str]):
+def _read_workload(fs: Storage, workload: str, spec: StudySpec | None, damaged: list[Damage]):
+    """Every readable batch size's study.json and trials; what cannot be read goes to
+    ``damaged`` (a listed batch size of our study without a study.json included)."""
     study_json, trial_rows, meta_rows, tables = {}, [], [], []
-    for batch_dir in batch_dirs:
-        meta = json.loads(fs.read_text(f"{batch_dir}/study.json"))
-        batch_size = int(meta.get("batch_size", batch_dir.rpartition("/")[2]))
-        study_json[batch_size] = meta
-        for trial_dir in sorted((d for d in fs.list_dirs(batch_dir) if d.isdigit()), key=int):
-            base = f"{batch_dir}/{trial_dir}"
-            if not fs.exists(f"{base}/metadata.json"):
-                continue  # not started yet
-            trial = json.loads(fs.read_text(f"{base}/metadata.json"))
+    listed = list_workload(fs, workload)
+    for batch_size in sorted(set(listed) | set(spec.batch_sizes if spec else ())):
+        folder = listed.get(batch_size, {})
+        batch_dir = join(workload, str(batch_size))
+        trial_dirs = sorted((t for t in folder if t), key=int)
+        has_json = "study.json" in folder.get("", set())
+        if not has_json and not trial_dirs and not (spec and batch_size in spec.batch_sizes):
+            continue  # a stray folder, not a batch size
+        meta, problem = (read_json_object(fs, f"{batch_dir}/study.json") if has_json
+                         else (None, "is missing"))
+        if meta is not None:
+            try:
+                key = int(meta.get("batch_size", batch_size))
+            except (TypeError, ValueError):
+                problem = f"has batch_size {str(meta.get('batch_size'))[:40]!r}, not an integer"
+        if problem:
+            damaged.append(Damage(fs.url(f"{batch_dir}/study.json"), problem,
+                                  f"batch size {batch_size} left out ({len(trial_dirs)} trial "
+                                  "folders)", batch_size))
+            continue
+        study_json[key] = meta
+        for trial_dir in trial_dirs:
+            present = {f"{batch_dir}/{trial_dir}/{name}" for name in folder[trial_dir]}
+            read = read_trial(fs, f"{batch_dir}/{trial_dir}", present, key, int(trial_dir))
+            if isinstance(read, Damage):
+                damaged.append(read)
+            if not isinstance(read, tuple):
+                continue  # damaged, or not started yet
+            trial, table = read
             trial_id = int(trial.get("trial_id", trial_dir))
-            trial_rows.append({"batch_size": batch_size, "trial_id": trial_id,
+            trial_rows.append({"batch_size": key, "trial_id": trial_id,
                                "status": trial.get("status", "INCOMPLETE"),
                                "steps": trial.get("steps"), **(trial.get("parameters") or {})})
-            meta_rows.append({"batch_size": batch_size, "trial_id": trial_id, **{
+            meta_rows.append({"batch_size": key, "trial_id": trial_id, **{
                 k: v for k, v in trial.items()
                 if k not in KEYS and not isinstance(v, (dict, list))}})
-            if fs.exists(f"{base}/measurements.csv"):
-                table = parse_measurements(fs.read_text(f"{base}/measurements.csv"))
-                tables.append(table.assign(batch_size=batch_size, trial_id=trial_id))
+            if table is not None:
+                tables.append(table.assign(batch_size=key, trial_id=trial_id))
     measurements = (pd.concat(tables, ignore_index=True) if tables
                     else pd.DataFrame(columns=[*KEYS, "step"]).astype("int64"))
     measurements = measurements[[*KEYS, "step"] + [c for c in measurements.columns
@@ -236,7 +244,7 @@ def _first_trials(trials: pd.DataFrame, num_trials, statuses, where: str) -> pd.
     return pd.concat(kept, ignore_index=True)
 
 
-def _resolve_goals(goals, spec, dataset, model, measurements) -> tuple[Goal, ...]:
+def _resolve_goals(goals, spec, dataset, model, measurements, study_json) -> tuple[Goal, ...]:
     if goals:
         measured = sorted({c.split("/", 1)[1] for c in measurements.columns if "/" in c})
         resolved = []
@@ -251,6 +259,9 @@ def _resolve_goals(goals, spec, dataset, model, measurements) -> tuple[Goal, ...
         return tuple(resolved)
     if spec is not None:
         return tuple(spec.goals)
+    ours = _study_json_goals(study_json)
+    if ours:
+        return ours
     default = default_goal(dataset, model)
     if default is not None:
         return (default,)
@@ -258,14 +269,25 @@ def _resolve_goals(goals, spec, dataset, model, measurements) -> tuple[Goal, ...
                     f"classification_error<0.3); defaults exist for {', '.join(paper_workloads())}")
 
 
-def _train_examples(fs: Storage, location: str, spec: StudySpec | None) -> int | None:
+def _study_json_goals(study_json: dict[int, dict]) -> tuple[Goal, ...]:
+    """The goals our study.json files carry (the same at every batch size), or ()."""
+    found = {json.dumps(s.get("goals"), sort_keys=True) for s in study_json.values()}
+    if len(found) != 1:
+        return ()
+    try:
+        return tuple(Goal(**g) for g in json.loads(found.pop()) or ())
+    except (TypeError, ValueError):
+        return ()
+
+
+def _train_examples(spec: StudySpec | None) -> int | None:
     """Training-set size of our study's prepared data set (epochs in budget figures)."""
     if spec is None:
         return None
-    root = open_root(location.rpartition("/")[0])
+    root = open_root(spec.store)
     path = f"datasets/{spec.workload.dataset}/info.json"
-    if not root.exists(path):
+    info, problem = read_json_object(root, path)
+    if problem:
         return None
-    info = json.loads(root.read_text(path))
     count = (info.get("examples") or {}).get("train") or (info.get("split_sizes") or {}).get("train")
     return int(count) if count else None

@@ -9,8 +9,11 @@
 STUDY is one of our studies (STORE/STUDY) or a folder of the paper's released database
 (one workload for compare); local paths and gs:// URLs both work. Thin: the work is in
 batchscale.analysis. Errors are SpecError / ValueError / FileNotFoundError, which the
-CLI's root prints as one ``batchscale: error: ...`` line (exit 2). ``print_stored_report``
-is also what ``run --local`` prints when the pipeline is done.
+CLI's root prints as one ``batchscale: error: ...`` line (exit 2). Files of the study that
+could not be read or believed (``batchscale.analysis.study_files``) are left out of the
+report, named one per line on stderr, and make ``report`` exit 3 (``EXIT_DAMAGED``), the
+report written all the same. ``print_stored_report`` is also what ``run --local`` prints
+when the pipeline is done, with the same lines and exit status.
 """
 
 from __future__ import annotations
@@ -18,11 +21,19 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import sys
 
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError
 
 DEFAULT_COMPARE_OUT = "./batchscale-compare"
+EXIT_DAMAGED = 3  # the report was written, but some of the study's files could not be read
+REPORT_EPILOG = (
+    "exit status: 0 the report was written from every file; 2 bad arguments or no study "
+    "at STUDY; 3 some files of the study are missing, unreadable or not what was written "
+    "(e.g. a truncated measurements.csv): they are left out, named one per line on stderr "
+    "and under 'Damaged or unreadable files' in the report (summary.json: damaged), and the "
+    "report is written without them.")
 
 
 def add_commands(sub) -> None:
@@ -37,7 +48,8 @@ def add_report_command(sub) -> None:
         "report", help="analyse a study and write its report (HTML, Markdown, CSV, JSON)",
         description="Steps to result for every goal (validation and training), the regime fit "
                     "with bootstrap intervals, budgets, metaparameter figures and search-space "
-                    "warnings, written to the study's report folder (or --out).")
+                    "warnings, written to the study's report folder (or --out).",
+        epilog=REPORT_EPILOG)
     rep.add_argument("study", help="STORE/STUDY (e.g. ./batchscale-store/quickstart, "
                                    "gs://b/p/study) or a folder in the paper's released layout")
     rep.add_argument("--goal", action="append", metavar="METRIC<VALUE",
@@ -69,15 +81,35 @@ def parse_statuses(text: str) -> tuple[str, ...]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from batchscale.analysis.report import report_study, summary_json
+    from batchscale.analysis.study_reader import UnreadableStudy
 
     if args.resamples < 0:
         raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
-    result, written = report_study(
-        args.study, out=args.out, goals=args.goal, num_trials=args.trials,
-        statuses=parse_statuses(args.statuses), step_budgets=args.step_budget,
-        example_budgets=args.example_budget, resamples=args.resamples, seed=args.seed)
-    print_summary(result.steps, summary_json(result), written["html"])
-    return 0
+    try:
+        result, written = report_study(
+            args.study, out=args.out, goals=args.goal, num_trials=args.trials,
+            statuses=parse_statuses(args.statuses), step_budgets=args.step_budget,
+            example_budgets=args.example_budget, resamples=args.resamples, seed=args.seed)
+    except UnreadableStudy as err:
+        return _unreadable(err)
+    doc = summary_json(result)
+    print_summary(result.steps, doc, written["html"])
+    return print_damaged(doc.get("damaged"))
+
+
+def _unreadable(err) -> int:
+    """No batch size of a study could be read: its damaged files, then the error; exit 3."""
+    print_damaged([d.to_dict() for d in err.damaged])
+    print(f"batchscale: error: {err}", file=sys.stderr)
+    return EXIT_DAMAGED
+
+
+def print_damaged(damaged: list[dict] | None) -> int:
+    """One ``batchscale: warning:`` line per damaged file on stderr; the exit status: 3
+    when there is any (the numbers were computed without them), else 0."""
+    for damage in damaged or []:
+        print(f"batchscale: warning: {damage['message']}", file=sys.stderr)
+    return EXIT_DAMAGED if damaged else 0
 
 
 def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = None) -> None:
@@ -102,6 +134,11 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
         print(f"unfinished: {len(unfinished)} of {expected} trials ({resumable} resumable from a "
               "checkpoint), listed under 'Unfinished trials' in the report; run the same study "
               "again to finish them")
+    damaged = doc.get("damaged") or []
+    if damaged:
+        print(f"damaged: {len(damaged)} file(s) could not be read or do not match what was "
+              "written; what depends on them is left out (listed on stderr and under "
+              "'Damaged or unreadable files' in the report)")
     if elapsed is not None:
         print(f"wall time {elapsed:.0f}s")
     print(f"report: {report_url}")
@@ -129,7 +166,7 @@ def print_stored_report(spec, store, elapsed: float | None = None) -> int:
     steps = pd.read_csv(io.StringIO(store.fs.read_text(f"{base}/steps_to_result.csv")))
     doc = json.loads(store.fs.read_text(f"{base}/summary.json"))
     print_summary(steps, doc, store.url(f"{base}/report.html"), elapsed)
-    return 0
+    return print_damaged(doc.get("damaged"))
 
 
 def add_compare_command(sub) -> None:
@@ -137,7 +174,9 @@ def add_compare_command(sub) -> None:
     cmp = sub.add_parser(
         "compare", help="overlay steps to result of several studies (the paper's Figures 3-6)",
         description="Steps to result per batch size for several studies side by side: a table "
-                    "(batch sizes x studies), overlay figures and compare.html/.md/.csv/.json.")
+                    "(batch sizes x studies), overlay figures and compare.html/.md/.csv/.json.",
+        epilog=f"exit status {EXIT_DAMAGED}: some files of the studies could not be read; they "
+               "are left out and named on stderr and in the notes")
     cmp.add_argument("studies", nargs="+", metavar="STUDY",
                      help="STORE/STUDY, or a folder of the paper's database with one workload "
                           "(local or gs://)")
@@ -161,10 +200,15 @@ def add_compare_command(sub) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from batchscale.analysis.compare import compare_studies, format_comparison, write_comparison
+    from batchscale.analysis.study_reader import UnreadableStudy
 
-    result = compare_studies(args.studies, goal=args.goal, split=args.split,
-                             normalize_at=args.normalize_at, num_trials=args.trials, fit=args.fit)
+    try:
+        result = compare_studies(args.studies, goal=args.goal, split=args.split,
+                                 normalize_at=args.normalize_at, num_trials=args.trials,
+                                 fit=args.fit)
+    except UnreadableStudy as err:
+        return _unreadable(err)
     urls = write_comparison(result, args.out)
     print(format_comparison(result))
     print(f"compare: {urls['compare.html']}")
-    return 0
+    return print_damaged([d.to_dict() for d in result.damaged])

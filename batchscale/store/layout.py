@@ -20,6 +20,7 @@ trainer, the progress lines); ``measurements.csv`` is written and parsed here, o
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 
@@ -93,9 +94,13 @@ class StudyStore:
         self.fs.write_text(f"{self.trial_dir(spec, trial)}/metadata.json",
                            json.dumps(metadata, indent=2, sort_keys=True))
 
-    def write_measurements(self, spec: StudySpec, trial: TrialSpec, rows: list[dict]) -> None:
-        self.fs.write_text(f"{self.trial_dir(spec, trial)}/measurements.csv",
-                           measurements_csv(rows))
+    def write_measurements(self, spec: StudySpec, trial: TrialSpec, rows: list[dict]) -> dict:
+        """Write the trial's measurements.csv; returns its ``measurements_record`` (rows and
+        SHA-256 of the very bytes written), which a finished trial's metadata.json keeps so
+        that a reader can tell the whole file from a truncated or altered one."""
+        data = measurements_csv(rows).encode("utf-8")
+        self.fs.write_bytes(f"{self.trial_dir(spec, trial)}/measurements.csv", data)
+        return measurements_record(data)
 
     def read_measurements(self, spec: StudySpec, trial: TrialSpec) -> list[dict]:
         """One trial's rows as ``write_measurements`` takes them (``[]`` before its first)."""
@@ -164,3 +169,68 @@ def parse_measurements(text: str):
     table = table.dropna(subset=["step"])
     table["step"] = table["step"].astype("int64")
     return table
+
+
+def measurements_record(data: bytes) -> dict:
+    """What metadata.json records of the measurements.csv beside it (key ``measurements``):
+    its data rows and the SHA-256 of its exact bytes. The paper's loader ignores the key."""
+    return {"rows": _row_count(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def is_measurements_record(value) -> bool:
+    """Whether ``value`` has the form ``measurements_record`` gives."""
+    return (isinstance(value, dict) and isinstance(value.get("sha256"), str)
+            and isinstance(value.get("rows"), int) and not isinstance(value.get("rows"), bool))
+
+
+def measurements_mismatch(data: bytes, record: dict) -> str | None:
+    """Why ``data`` is not the measurements.csv that ``record`` describes (None: it is, byte
+    for byte). A digest, not a parse: a cut inside the last number still parses."""
+    if hashlib.sha256(data).hexdigest() == record["sha256"]:
+        return None
+    if not data:
+        return f"is empty, but metadata.json records {record['rows']} rows"
+    return (f"does not match metadata.json's record ({len(data)} bytes and {_row_count(data)} "
+            f"rows here, {record['rows']} rows recorded; SHA-256 differs): truncated or altered")
+
+
+def measurements_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a whole measurements.csv (None: it can), for files without a
+    record (the paper's data, older studies): empty, no line end after the last row (cut
+    mid-line), a header without ``step`` or without rows, a row with another number of
+    fields than the header, or a cell that is neither empty nor a number (``nan`` is one)."""
+    if not text.strip():
+        return "is empty"
+    if not text.endswith("\n"):
+        return "ends in the middle of a line (truncated)"
+    lines = text.splitlines()
+    header = lines[0].split(",")
+    if "step" not in header:
+        return "has no step column in its header (not a measurements file, or damaged)"
+    if len(lines) == 1:
+        return "has a header but no rows"
+    step = header.index("step")
+    for number, line in enumerate(lines[1:], start=2):
+        cells = line.split(",")
+        if len(cells) != len(header):
+            return f"line {number} has {len(cells)} fields where the header has {len(header)}"
+        bad = next((c for c in cells if c.strip() and not _is_number(c)), None)
+        if bad is not None:
+            return f"line {number} holds {bad[:40]!r}, not a number"
+        if not cells[step].strip():
+            return f"line {number} has no step"
+    return None
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _row_count(data: bytes) -> int:
+    """Data rows of a measurements.csv's bytes: its lines after the header (a last line cut
+    short counts)."""
+    return max(len(data.splitlines()) - 1, 0)

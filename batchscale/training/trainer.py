@@ -20,6 +20,7 @@ import numpy as np
 from batchscale.core.goals import all_goals_reached
 from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.core.trial_state import is_finished, keeps_checkpoint
 from batchscale.store.checkpoints import delete_checkpoint, read_checkpoint, write_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
@@ -83,7 +84,9 @@ def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata:
                  rows: list[dict], outcome: tuple[str, str], step: int, num_train_examples: int,
                  train_seconds: float, wall_time: float, log, **extra) -> dict:
     """Record a finished trial: its measurements, then its final metadata (written last: it
-    marks the trial done), then the removal of its checkpoint."""
+    marks the trial done) with the measurements' record (rows and SHA-256 of the bytes
+    written, so a reader can tell a damaged measurements.csv), then the removal of its
+    checkpoint."""
     examples = step * trial.batch_size
     metadata.update(
         status=outcome[0], stop_reason=outcome[1], steps=step,
@@ -91,25 +94,28 @@ def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata:
         examples_per_second=examples / train_seconds if train_seconds else None,
         **extra, wall_time=wall_time,
     )
-    store.write_measurements(spec, trial, rows)
+    metadata["measurements"] = store.write_measurements(spec, trial, rows)
     store.write_metadata(spec, trial, metadata)
-    delete_checkpoint(store, spec, trial)
+    if not keeps_checkpoint(outcome[1]):  # a budget-stopped trial keeps it: a larger budget
+        delete_checkpoint(store, spec, trial)  # continues the trial from there
     log(f"trial {trial.batch_size}/{trial.trial_id}: {outcome[0]} ({outcome[1]}) after {step} "
         f"steps, {wall_time:.1f}s")
     return metadata
 
 
 def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, stop=None) -> dict:
-    """Train ``trial`` unless the store holds it COMPLETE or INFEASIBLE; return its metadata.
+    """Train ``trial`` unless the store holds it finished (``core.trial_state``: COMPLETE
+    or INFEASIBLE, and not stopped at a budget since raised); return its metadata.
 
     Resumes from the trial's checkpoint when it has one, and keeps one while it trains
     (every ``spec.checkpoint_seconds``); ``stop`` (a ``stopping.StopRequest``, set by
     SIGTERM) makes it checkpoint and raise ``Stopped`` at the end of the current fit call.
     """
     existing = store.read_metadata(spec, trial)
-    if existing and existing.get("status") in ("COMPLETE", "INFEASIBLE"):
+    if is_finished(existing, spec.max_steps[trial.batch_size]):
         log(f"trial {trial.batch_size}/{trial.trial_id}: already {existing['status']}, re-used")
-        delete_checkpoint(store, spec, trial)  # killed between its last two writes
+        if not keeps_checkpoint(existing.get("stop_reason", "")):
+            delete_checkpoint(store, spec, trial)  # killed between its last two writes
         return existing
 
     select_backend(spec.backend)
@@ -149,6 +155,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
             log(f"{label}: resumed from its checkpoint at step {step}")
         else:
             store.write_metadata(spec, trial, metadata)
+            log(f"{label}: starts at step 0")
             rows.append(evaluate(0, started))
 
         def save() -> None:
@@ -187,6 +194,8 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
                 last_flush = time.time()
                 log(f"{label}: step {step}/{max_steps} {watched} {rows[-1][watched]:.4f}")
 
+        if keeps_checkpoint(outcome[1]):  # a larger budget continues it from here
+            save()
     return finish_trial(store, spec, trial, metadata, rows, outcome, step,
                         pipeline.num_train_examples, train_seconds, time.time() - started, log)
 
