@@ -24,6 +24,7 @@ import pandas as pd
 
 from batchscale.core.names import DONE_STATUSES
 from batchscale.core.spec import StudySpec
+from batchscale.core.trial_state import continues
 from batchscale.search.trials import make_trials
 from batchscale.store.checkpoints import CHECKPOINTS_DIR, read_checkpoint
 from batchscale.store.layout import StudyStore
@@ -73,7 +74,10 @@ def unfinished_trials(spec: StudySpec, store: StudyStore,
             if f"{trial.batch_size}/{trial.trial_id}/metadata.json" not in files:
                 status = MISSING
             else:
-                status = (store.read_metadata(spec, trial) or {}).get("status", "INCOMPLETE")
+                meta = store.read_metadata(spec, trial) or {}
+                status = meta.get("status", "INCOMPLETE")
+                if continues(meta, spec.max_steps[trial.batch_size]):
+                    status = "INCOMPLETE"  # stopped at a budget since raised: it continues
         if status in DONE_STATUSES:
             continue
         if f"{trial.batch_size}/{trial.trial_id}.npz" not in checkpoints:

@@ -29,6 +29,7 @@ from batchscale.analysis.regimes import RegimeFit, fit_regimes
 from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
 from batchscale.analysis.study_files import Damage, damaged_trials
 from batchscale.analysis.study_reader import Study, load_study
+from batchscale.core.trial_state import continues
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
 
@@ -110,8 +111,12 @@ def _unfinished(study: Study) -> list[UnfinishedTrial]:
     read are not read again."""
     if study.spec is None:
         return []
-    known = {(int(b), int(t)): str(s) for b, t, s
-             in study.trials[["batch_size", "trial_id", "status"]].itertuples(index=False)}
+    known = {}
+    for meta in study.metadata.to_dict("records"):
+        key = (int(meta["batch_size"]), int(meta["trial_id"]))
+        budget = study.spec.max_steps.get(key[0], 0)
+        # stopped at a budget since raised: unfinished, it continues from its checkpoint
+        known[key] = "INCOMPLETE" if continues(meta, budget) else str(meta["status"])
     return unfinished_trials(study.spec, StudyStore(study.spec.store), known,
                              left_out=damaged_trials(study.damaged))
 

@@ -28,12 +28,13 @@ from batchscale.store.layout import (
     measurements_problem,
     parse_measurements,
 )
+from batchscale.store.leases import LEASES_DIR
 from batchscale.validation import parse_spec
 
 MAX_WORKLOAD_DEPTH = 5  # how far below a location to look for batch-size folders
 # A study's own folders beside its workload: never a data set's (report/: aggregate's output;
 # checkpoints/<batch_size>/<trial_id>.npz: unfinished trials' checkpoints).
-NOT_DATA = ("report", CHECKPOINTS_DIR)
+NOT_DATA = ("report", CHECKPOINTS_DIR, LEASES_DIR)
 
 REMEDY = ("to restore a trial, delete its folder and run the same study again (it is trained "
           "anew with the same seed); a missing study.json is written again by the same run")

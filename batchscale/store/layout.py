@@ -26,8 +26,9 @@ import json
 
 import numpy as np
 
-from batchscale.core.names import DONE_STATUSES
-from batchscale.core.spec import SpecError, StudySpec, TrialSpec, spec_fingerprint
+from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.core.trial_state import is_finished
+from batchscale.store.compatibility import STUDY_SPEC_KEY, check_same_study, stored_spec_dict
 from batchscale.store.filesystem import Storage, open_root
 
 
@@ -52,25 +53,23 @@ class StudyStore:
 
     # ---- study -------------------------------------------------------------------
     def check_compatible(self, spec: StudySpec) -> None:
-        """Refuse to mix trials of a different spec into an existing study of that name."""
-        path = f"{spec.name}/study_spec.json"
-        if not self.fs.exists(path):
-            return
-        existing = json.loads(self.fs.read_text(path))
-        if spec_fingerprint(existing) != spec.fingerprint():
-            raise SpecError(
-                f"name: study {spec.name!r} already exists in {self.root} with a different "
-                "workload, search space, goals, evaluation or seed; choose another name"
-            )
+        """Refuse to change an existing study of that name other than by growing it, naming
+        the field (``batchscale.store.compatibility``); its stored spec is study_spec.json,
+        or the copy every batch size's study.json carries."""
+        stored = stored_spec_dict(self.fs, spec.name)
+        if stored is not None:
+            check_same_study(stored, spec, self.root)
 
     def register_study(self, spec: StudySpec) -> None:
-        """Write study_spec.json and each batch size's study.json (the paper's format)."""
+        """Write study_spec.json and each batch size's study.json (the paper's format, plus a
+        copy of the spec)."""
         self.check_compatible(spec)
         self.fs.write_text(f"{spec.name}/study_spec.json", json.dumps(spec.to_dict(), indent=2))
         for batch_size in spec.batch_sizes:
             self.fs.write_text(
                 f"{self.batch_dir(spec, batch_size)}/study.json",
-                json.dumps(paper_study_json(spec, batch_size), indent=2),
+                json.dumps({**paper_study_json(spec, batch_size), STUDY_SPEC_KEY: spec.to_dict()},
+                           indent=2),
             )
 
     def read_spec_dict(self, study: str) -> dict:
@@ -83,12 +82,21 @@ class StudyStore:
 
     # ---- trials ------------------------------------------------------------------
     def read_metadata(self, spec: StudySpec, trial: TrialSpec) -> dict | None:
+        """The trial's metadata.json, or None when it has none. A damaged one (not JSON, not
+        an object) counts as none: the trial trains again, or resumes from its checkpoint,
+        and its next write replaces the damage (the report names such files)."""
         path = f"{self.trial_dir(spec, trial)}/metadata.json"
-        return json.loads(self.fs.read_text(path)) if self.fs.exists(path) else None
+        if not self.fs.exists(path):
+            return None
+        try:
+            meta = json.loads(self.fs.read_bytes(path).decode("utf-8"))
+        except (ValueError, FileNotFoundError):  # damaged, or removed just now
+            return None
+        return meta if isinstance(meta, dict) else None
 
     def is_done(self, spec: StudySpec, trial: TrialSpec) -> bool:
         meta = self.read_metadata(spec, trial)
-        return bool(meta) and meta.get("status") in DONE_STATUSES
+        return is_finished(meta, spec.max_steps[trial.batch_size])
 
     def write_metadata(self, spec: StudySpec, trial: TrialSpec, metadata: dict) -> None:
         self.fs.write_text(f"{self.trial_dir(spec, trial)}/metadata.json",

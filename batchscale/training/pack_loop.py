@@ -97,9 +97,12 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
             checkpoint = read_checkpoint(store, spec, trial, log)
             if checkpoint is not None:
                 values = _resume(run, checkpoint, values, log)
+                run.metadata["steps"] = run.step
             else:
-                store.write_metadata(spec, trial, run.metadata)  # INCOMPLETE: it has started
                 log(f"{run.label}: starts at step 0")
+            # INCOMPLETE from here on, before any other write: a budget-stopped trial that
+            # continues must not keep a finished record that its growing files contradict
+            store.write_metadata(spec, trial, run.metadata)
             runs.append(run)
             arrays.append(values)
             evaluators.append(Evaluator(None, pipeline, spec.evaluation.train_examples, seed))

@@ -153,6 +153,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
             _restore(model, optimizer, checkpoint.arrays)
             train.restore(state["order"], checkpoint.arrays.get("order"), step)
             log(f"{label}: resumed from its checkpoint at step {step}")
+            store.write_metadata(spec, trial, {**metadata, "steps": step})  # INCOMPLETE again
         else:
             store.write_metadata(spec, trial, metadata)
             log(f"{label}: starts at step 0")

@@ -212,7 +212,9 @@ def test_ctrl_c_stops_a_local_run_and_its_task_processes_then_resumes(local_run,
     assert again.returncode == 0, again.stderr
     logs = "".join(p.read_text() for p in (tmp_path / "w" / "logs").glob("*.log"))
     assert "resumed from its checkpoint" in logs
-    assert not list(tmp_path.glob("store/tiny/checkpoints/16/*.npz"))  # finished: none left
+    for path in tmp_path.glob("store/tiny/checkpoints/16/*.npz"):  # kept by budget-stopped trials
+        meta = tmp_path / f"store/tiny/digits/fc_32/nesterov_momentum/16/{path.stem}/metadata.json"
+        assert json.loads(meta.read_text())["stop_reason"] == "budget"  # only
 
 
 def test_sigterm_to_the_cli_stops_its_pipeline_and_exits_143(local_run, tmp_path):

@@ -48,7 +48,7 @@ BAD = [
     (["--goal", "average_precision>0.3"], "goals[0]: metric 'average_precision' is not measured"),
     (["--goal", "classification_error=0.05"], "goals[0]: 'classification_error=0.05' must look like"),
     (["--name", "../../etc"], "name"),
-    (["--seed", "99"], "name: study 'quickstart' already exists"),  # same name, other spec
+    (["--seed", "99"], "seed: differs from study 'quickstart' in "),  # same name, other spec
 ]
 
 
