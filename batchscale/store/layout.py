@@ -62,15 +62,44 @@ class StudyStore:
 
     def register_study(self, spec: StudySpec) -> None:
         """Write study_spec.json and each batch size's study.json (the paper's format, plus a
-        copy of the spec)."""
+        copy of the spec). A budget that grows is not claimed in study.json before the
+        batch size's trials have run it (``settle_budgets``)."""
         self.check_compatible(spec)
         self.fs.write_text(f"{spec.name}/study_spec.json", json.dumps(spec.to_dict(), indent=2))
         for batch_size in spec.batch_sizes:
-            self.fs.write_text(
-                f"{self.batch_dir(spec, batch_size)}/study.json",
-                json.dumps({**paper_study_json(spec, batch_size), STUDY_SPEC_KEY: spec.to_dict()},
-                           indent=2),
-            )
+            claimed = self._claimed_budget(spec, batch_size)
+            budget = spec.max_steps[batch_size]
+            self._write_study_json(spec, batch_size, min(budget, claimed or budget))
+
+    def settle_budgets(self, spec: StudySpec, trials: list[TrialSpec]) -> list[int]:
+        """Raise each batch size's study.json budget to the spec's once every one of its
+        ``trials`` has finished under it; returns the batch sizes whose claim was raised."""
+        raised = []
+        for batch_size in spec.batch_sizes:
+            budget, claimed = spec.max_steps[batch_size], self._claimed_budget(spec, batch_size)
+            if claimed is None or claimed >= budget:
+                continue
+            ours = [t for t in trials if t.batch_size == batch_size]
+            if all(is_finished(self.read_metadata(spec, t), budget) for t in ours):
+                self._write_study_json(spec, batch_size, budget)
+                raised.append(batch_size)
+        return raised
+
+    def _claimed_budget(self, spec: StudySpec, batch_size: int) -> int | None:
+        """The budget this batch size's study.json claims now (None: no readable one)."""
+        path = f"{self.batch_dir(spec, batch_size)}/study.json"
+        try:
+            claimed = json.loads(self.fs.read_text(path)).get("max_steps")
+        except (FileNotFoundError, ValueError, AttributeError):
+            return None
+        return int(claimed) if isinstance(claimed, (int, float)) else None
+
+    def _write_study_json(self, spec: StudySpec, batch_size: int, budget: int) -> None:
+        self.fs.write_text(
+            f"{self.batch_dir(spec, batch_size)}/study.json",
+            json.dumps({**paper_study_json(spec, batch_size), "max_steps": budget,
+                        STUDY_SPEC_KEY: spec.to_dict()}, indent=2),
+        )
 
     def read_spec_dict(self, study: str) -> dict:
         """The study's stored spec as written (``StudySpec.to_dict``); parse it with

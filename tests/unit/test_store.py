@@ -91,3 +91,30 @@ def test_parse_measurements_keeps_every_column_and_marks_bad_values_nan():
     assert table["step"].tolist() == [0, 150, 300] and str(table["step"].dtype) == "int64"
     assert math.isnan(table["val/classification_error"].iloc[1])
     assert table["test/classification_error"].iloc[2] == 0.095
+
+
+def test_study_json_claims_a_grown_budget_only_once_its_trials_ran_it(root):
+    """Growing max_steps: study.json keeps the old budget until every trial of the batch
+    size has finished under the new one (aggregate's settle_budgets), so it never claims a
+    budget its trials did not run."""
+    from batchscale.search.trials import make_trials
+
+    def claimed(spec, batch_size):
+        return json.loads(store.fs.read_text(f"{store.batch_dir(spec, batch_size)}/study.json"))["max_steps"]
+
+    store = StudyStore(root)
+    short = _spec(root, batch_sizes=[8, 16], max_steps=30)
+    store.register_study(short)
+    long = _spec(root, batch_sizes=[8, 16], max_steps=600)
+    store.register_study(long)
+    assert claimed(long, 8) == claimed(long, 16) == 30
+    trials = make_trials(long)
+    for trial in trials:  # batch 8 finished under 600 steps; batch 16 one trial still at 30
+        budget = 30 if (trial.batch_size, trial.trial_id) == (16, 1) else 600
+        store.write_metadata(long, trial, {"status": "COMPLETE", "stop_reason": "budget",
+                                           "max_steps": budget, "steps": budget})
+    assert store.settle_budgets(long, trials) == [8]
+    assert (claimed(long, 8), claimed(long, 16)) == (600, 30)
+    store.write_metadata(long, trials[[t.batch_size for t in trials].index(16)],
+                         {"status": "COMPLETE", "stop_reason": "goal", "max_steps": 600, "steps": 70})
+    assert store.settle_budgets(long, trials) == [16] and claimed(long, 16) == 600
