@@ -83,7 +83,10 @@ class RegimeFit:
     def curve(self, batch_sizes) -> np.ndarray:
         """Fitted S at the given batch sizes (NaN when not fitted)."""
         log_b, (a, c) = np.log(np.asarray(batch_sizes, dtype=float)), self.point
-        return np.exp(a + np.logaddexp(0.0, c - log_b)) if self.fitted else np.full(log_b.shape, math.nan)
+        if not self.fitted:
+            return np.full(log_b.shape, math.nan)
+        with np.errstate(invalid="ignore", over="ignore"):  # S_min 0 (a = -inf): perfect scaling
+            return np.exp(a + np.logaddexp(0.0, c - log_b))
 
     def band(self, batch_sizes) -> tuple[np.ndarray, np.ndarray]:
         """Pointwise percentile band (at ``level``) of the resampled fitted curves."""

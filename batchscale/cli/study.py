@@ -79,11 +79,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.local:
         raise SpecError("run: only --local runs are available here; use `batchscale compile` "
                         "and upload the YAML to Kubeflow Pipelines to run on a cluster")
-    from batchscale.store.filesystem import check_store_writable
+    from batchscale.store.filesystem import check_no_escaping_links, check_store_writable
     from batchscale.store.layout import StudyStore
 
     spec = _absolute_store(build_spec(args))
     check_store_writable(spec.store)  # a file, a read-only folder: refused before anything runs
+    check_no_escaping_links(spec.store, (spec.name, "datasets"))
     store = StudyStore(spec.store)
     store.check_compatible(spec)  # refuse before anything is written
     work = os.path.abspath(args.work_dir)

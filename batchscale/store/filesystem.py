@@ -84,6 +84,24 @@ def check_store_writable(root: str) -> None:
     os.unlink(probe)
 
 
+def check_no_escaping_links(root: str, folders: tuple[str, ...]) -> None:
+    """Refuse, with a one-line SpecError on ``store``, a symbolic link under these folders
+    of a local store root that leads out of the root: ``LocalStorage`` would refuse every
+    path through it once the run had started, so the preflight refuses it before."""
+    if check_root(root) == "gs":
+        return
+    base = os.path.realpath(os.path.abspath(os.path.expanduser(root)))
+    for folder in folders:
+        top = os.path.join(base, folder)
+        for current, dirs, files in os.walk(top) if os.path.isdir(top) else ():
+            for name in dirs + files:
+                path = os.path.join(current, name)
+                target = os.path.realpath(path)
+                if os.path.islink(path) and os.path.commonpath([base, target]) != base:
+                    fail_field("store", f"{path} is a symbolic link leading out of the store "
+                               f"(to {target}); allowed: files and folders inside {base}")
+
+
 class LocalStorage(Storage):
     """Storage rooted at a local folder (created lazily on first write)."""
 

@@ -53,7 +53,7 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=pr
                 for trial in pending:
                     meta = _finished(spec, trial, store, log)
                     if meta is None and leases.acquire(_lease(spec, trial)):
-                        meta = _finished(spec, trial, store, log)  # finished just before?
+                        meta = _finished(spec, trial, store, quiet)  # finished just before?
                         if meta is not None:
                             leases.release(_lease(spec, trial))
                     if meta is not None:
@@ -73,6 +73,10 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=pr
         finally:
             leases.release_all()  # a stopped pack's trials are free for the next run at once
     return [results[trial.trial_id] for trial in trials]
+
+
+def quiet(*_) -> None:
+    """A log that says nothing (a second look at a trial already reported)."""
 
 
 def _lease(spec: StudySpec, trial: TrialSpec) -> str:

@@ -28,6 +28,9 @@ def disk(tmp_path):
     spec = parse_spec({**default_spec_dict(), "store": str(store)})
     StudyStore(str(store)).register_study(spec)
     (store / "quickstart" / "notes.txt").write_text("a finished trial would be here\n")
+    (tmp_path / "outside").mkdir()  # study 'linked' reaches out of the store through a link
+    (store / "linked").mkdir()
+    os.symlink(tmp_path / "outside", store / "linked" / "mnist_5k")
     work = tmp_path / "work"
     work.mkdir()
     return work, store
@@ -71,6 +74,8 @@ CASES = [  # (id, argv after `batchscale` given the store and a spec-file maker,
     ("run-store-s3", lambda store, spec: ["run", "--local", "--store", "s3://bkt/x"], "store"),
     ("run-store-is-a-file", lambda store, spec: [
         "run", "--local", "--store", str(store / "quickstart" / "notes.txt")], "store"),
+    ("run-symlink-out-of-the-store", lambda store, spec: [
+        "run", "--local", "--store", str(store), "--name", "linked"], "store"),
 ]
 
 
@@ -88,3 +93,4 @@ def test_bad_input_exits_2_with_one_line_and_the_disk_untouched(argv, field, dis
     assert result.stdout == ""
     assert _snapshot(store) == before
     assert list(work.iterdir()) == []  # no .batchscale work folder, no folder named s3:
+    assert list((store.parent / "outside").iterdir()) == []  # nothing through the link
