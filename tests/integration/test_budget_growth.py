@@ -6,8 +6,8 @@ measurements then equal, row for row at every step both evaluated, those of the 
 trial trained to 160 steps from the start (same data order, same constant schedule);
 the 40-step run's rows are a prefix of it. A trial that reached its goal is re-used as it
 was. Both trainers: the pack loop (JAX, one compiled step for the pack) and the per-trial
-``fit`` trainer (``run_trial``). No checkpoint is left but those of trials stopped at a
-budget.
+``fit`` trainer (``run_trial``), on a local store and (pack) on the GCS emulator. No
+checkpoint is left but those of trials stopped at a budget.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ def rows_by_step(rows):
     return {row["step"]: {k: v for k, v in row.items() if k != "wall_time"} for row in rows}
 
 
-@pytest.mark.parametrize("trainer", ["pack", "fit"])
-def test_a_larger_budget_continues_budget_stopped_trials(tmp_path, trainer):
-    grown = str(tmp_path / "grown")
+@pytest.mark.parametrize("trainer, where", [("pack", "local"), ("fit", "local"), ("pack", "gcs")])
+def test_a_larger_budget_continues_budget_stopped_trials(tmp_path, trainer, where, request):
+    grown = request.getfixturevalue("gcs_root") if where == "gcs" else str(tmp_path / "grown")
     spec, store, trials = train(grown, SHORT, trainer)
     before = {t.trial_id: (store.read_metadata(spec, t), store.read_measurements(spec, t))
               for t in trials}
