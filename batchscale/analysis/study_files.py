@@ -13,7 +13,6 @@ told from a whole one, which is what the record is for.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -22,6 +21,7 @@ from batchscale.core.names import DONE_STATUSES, STATUSES
 from batchscale.core.spec import SpecError, StudySpec
 from batchscale.store.checkpoints import CHECKPOINTS_DIR
 from batchscale.store.filesystem import Storage
+from batchscale.store.json_files import read_json_object
 from batchscale.store.layout import (
     is_measurements_record,
     measurements_mismatch,
@@ -58,34 +58,6 @@ class Damage:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "message": self.message}
-
-
-def read_json_object(fs: Storage, path: str) -> tuple[dict | None, str | None]:
-    """The JSON object in ``path``, or None and why not: missing, empty, unreadable, not
-    UTF-8 JSON, or JSON that is not an object (``[1, 2]``)."""
-    try:
-        data = fs.read_bytes(path)
-    except FileNotFoundError:
-        return None, "is missing"
-    except (PermissionError, IsADirectoryError) as err:  # a local file; network errors raise
-        return None, f"could not be read ({err.strerror or err})"
-    if not data.strip():
-        return None, "is empty"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, "is not UTF-8 text (binary or garbled bytes), so not JSON"
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        return None, f"is not valid JSON ({_short(err)})"
-    if not isinstance(value, dict):
-        return None, f"holds a JSON {type(value).__name__}, not an object"
-    return value, None
-
-
-def _short(err: Exception) -> str:
-    return str(err).split("\n")[0][:120]
 
 
 def metadata_problem(metadata: dict) -> str | None:

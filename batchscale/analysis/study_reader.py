@@ -37,7 +37,6 @@ from batchscale.analysis.study_files import (
     find_workload,
     join,
     list_workload,
-    read_json_object,
     read_spec,
     read_trial,
 )
@@ -45,6 +44,7 @@ from batchscale.core.goals import Goal, check_goal, parse_goal
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError, StudySpec
 from batchscale.store.filesystem import Storage, open_root
+from batchscale.store.json_files import read_json_object
 from batchscale.workloads.defaults import default_goal, paper_workloads
 
 KEYS = ["batch_size", "trial_id"]

@@ -122,6 +122,7 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
     progress loop (Ctrl-C, SIGTERM, an error) stops the pipeline's whole process group."""
     from batchscale.cli.analysis import print_stored_report
     from batchscale.pipelines.progress import ProgressTracker
+    from batchscale.store.gcs_storage import retry_seconds_setting
 
     with open(log_path, "w") as log:
         child = subprocess.Popen(
@@ -148,7 +149,7 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
                         outage = time.time()
                         print(f"{now} store {store.url()} unreachable ({type(err).__name__}); "
                               f"the run keeps retrying each call for up to "
-                              f"{_retry_seconds():.0f}s", flush=True)
+                              f"{retry_seconds_setting():.0f}s", flush=True)
                     continue
                 if outage is not None:
                     print(f"{now} store reachable again after {time.time() - outage:.0f}s",
@@ -183,13 +184,6 @@ def _polling_store(spec: StudySpec):
     if hasattr(store.fs, "retrying"):
         store.fs = store.fs.retrying(POLL_RETRY_SECONDS)
     return store
-
-
-def _retry_seconds() -> float:
-    """How long the pipeline's store calls retry: the GCS setting, as its tasks read it."""
-    from batchscale.store.gcs_storage import RETRY_ENV, RETRY_SECONDS
-
-    return float(os.environ.get(RETRY_ENV, RETRY_SECONDS))
 
 
 def stop_child(child: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:

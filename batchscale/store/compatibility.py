@@ -9,8 +9,8 @@ fraction of the budget (``decay_fraction``): a larger budget continues the trial
 stopped at the old one (``batchscale.core.trial_state``), which is only the same trial if
 its learning-rate schedule does not depend on the budget.
 
-The stored spec is ``<study>/study_spec.json``, or, should that be missing, the copy every
-batch size's ``study.json`` carries (``STUDY_SPEC_KEY``).
+The stored spec is ``<study>/study_spec.json``, or, should that be missing or damaged, the
+copy every batch size's ``study.json`` carries (``STUDY_SPEC_KEY``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 
 from batchscale.core.errors import SpecError
 from batchscale.core.spec import StudySpec
+from batchscale.store.json_files import read_json_object
 
 STUDY_SPEC_KEY = "batchscale_study_spec"  # the spec's copy inside each study.json
 GROWS = ("batch_sizes", "trials_per_batch_size", "max_steps")
@@ -28,12 +29,12 @@ FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds")
 def stored_spec_dict(fs, study: str) -> dict | None:
     """The spec a study was registered with (``StudySpec.to_dict`` form), or None for a
     new study: study_spec.json, else the copy in any of its batch sizes' study.json."""
-    path = f"{study}/study_spec.json"
-    if fs.exists(path):
-        return json.loads(fs.read_text(path))
+    stored, _ = read_json_object(fs, f"{study}/study_spec.json")  # damaged: use a copy
+    if stored is not None:
+        return stored
     for file in fs.list_files(study, recursive=True):  # relative to the study's folder
         if file.endswith("/study.json"):
-            copy = json.loads(fs.read_text(f"{study}/{file}")).get(STUDY_SPEC_KEY)
+            copy = (read_json_object(fs, f"{study}/{file}")[0] or {}).get(STUDY_SPEC_KEY)
             if isinstance(copy, dict):
                 return copy
     return None

@@ -21,6 +21,11 @@ RETRY_SECONDS = 300.0
 RETRY_ENV = "BATCHSCALE_STORE_RETRY_SECONDS"
 
 
+def retry_seconds_setting() -> float:
+    """How long a store call retries when a root is opened now: ``RETRY_ENV`` or the default."""
+    return float(os.environ.get(RETRY_ENV, RETRY_SECONDS))
+
+
 class GCSStorage(Storage):
     """Storage rooted at ``gs://bucket/prefix``; objects are named ``prefix/path``.
 
@@ -45,7 +50,7 @@ class GCSStorage(Storage):
         self.prefix = "/".join(split_path(prefix, allow_root=True))  # validated, no slashes
         self.root = f"gs://{bucket}/{self.prefix}" if self.prefix else f"gs://{bucket}"
         if retry_seconds is None:
-            retry_seconds = float(os.environ.get(RETRY_ENV, RETRY_SECONDS))
+            retry_seconds = retry_seconds_setting()
         self.retry_seconds = retry_seconds
         self._retry = DEFAULT_RETRY.with_timeout(retry_seconds)
 

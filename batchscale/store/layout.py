@@ -30,6 +30,7 @@ from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
 from batchscale.store.compatibility import STUDY_SPEC_KEY, check_same_study, stored_spec_dict
 from batchscale.store.filesystem import Storage, open_root
+from batchscale.store.json_files import read_json_object
 
 
 class StudyStore:
@@ -87,11 +88,8 @@ class StudyStore:
 
     def _claimed_budget(self, spec: StudySpec, batch_size: int) -> int | None:
         """The budget this batch size's study.json claims now (None: no readable one)."""
-        path = f"{self.batch_dir(spec, batch_size)}/study.json"
-        try:
-            claimed = json.loads(self.fs.read_text(path)).get("max_steps")
-        except (FileNotFoundError, ValueError, AttributeError):
-            return None
+        study_json = read_json_object(self.fs, f"{self.batch_dir(spec, batch_size)}/study.json")[0]
+        claimed = (study_json or {}).get("max_steps")
         return int(claimed) if isinstance(claimed, (int, float)) else None
 
     def _write_study_json(self, spec: StudySpec, batch_size: int, budget: int) -> None:
@@ -114,14 +112,7 @@ class StudyStore:
         """The trial's metadata.json, or None when it has none. A damaged one (not JSON, not
         an object) counts as none: the trial trains again, or resumes from its checkpoint,
         and its next write replaces the damage (the report names such files)."""
-        path = f"{self.trial_dir(spec, trial)}/metadata.json"
-        if not self.fs.exists(path):
-            return None
-        try:
-            meta = json.loads(self.fs.read_bytes(path).decode("utf-8"))
-        except (ValueError, FileNotFoundError):  # damaged, or removed just now
-            return None
-        return meta if isinstance(meta, dict) else None
+        return read_json_object(self.fs, f"{self.trial_dir(spec, trial)}/metadata.json")[0]
 
     def is_done(self, spec: StudySpec, trial: TrialSpec) -> bool:
         meta = self.read_metadata(spec, trial)
