@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 from batchscale.core.errors import SpecError, fail_field  # noqa: F401  (re-exported)
 from batchscale.core.goals import Goal  # noqa: F401  (a StudySpec field's type)
-from batchscale.core.names import BACKENDS, PRECISIONS  # noqa: F401  (spec fields' allowed values)
+from batchscale.core.names import BACKENDS, PRECISIONS, PROTOCOLS  # noqa: F401  (allowed values)
 
 SCALES = ("linear", "log", "reverse_log", "discrete")
 DIRECTIONS = ("minimize", "maximize")
@@ -52,6 +52,10 @@ MAX_PACK_SIZE = MAX_TRIALS_PER_BATCH_SIZE  # a pack holds trials of one batch si
 MAX_PARALLELISM = 1_000  # pack tasks at once
 MAX_STEPS = 1_000_000_000  # a step budget; also caps decay_steps, decay_events, warmup_steps
 MAX_SEED = 2**32 - 1  # the search and trial seeds are derived from it; numpy's seed range
+MAX_ROUNDS = 20  # search rounds of a study (the paper re-searched a batch size once or twice)
+# Trials a batch size may reach through top-ups and re-searches, when the spec leaves
+# ``max_trials_per_batch_size`` at 0: this multiple of ``trials_per_batch_size``.
+DEFAULT_TRIAL_CAP_FACTOR = 4
 
 
 def as_number(field_name, value, integer=False):
@@ -171,6 +175,18 @@ class StudySpec:
     # trial writes its checkpoint. Neither changes any trial's result.
     pack_size: int = 0
     checkpoint_seconds: float = 120.0
+    # The paper's protocol (batchscale.protocol): when trials stop (PROTOCOLS), how many
+    # search rounds a study may run (round 1 samples the search space; later rounds top up
+    # non-divergent trials and re-search batch sizes whose best trial sits at an edge), and
+    # how many trials a batch size may reach in all (0: DEFAULT_TRIAL_CAP_FACTOR x trials).
+    protocol: str = "race"
+    max_rounds: int = 3
+    max_trials_per_batch_size: int = 0
+
+    @property
+    def trial_cap(self) -> int:
+        """The most trials one batch size may have, every round included."""
+        return self.max_trials_per_batch_size or DEFAULT_TRIAL_CAP_FACTOR * self.trials_per_batch_size
 
     # ---- conversion -------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -194,7 +210,7 @@ def spec_fingerprint(spec_dict: dict) -> str:
     """``StudySpec.fingerprint`` of a spec in its ``to_dict`` form (as the store keeps it)."""
     d = json.loads(json.dumps(spec_dict))
     for key in ("batch_sizes", "trials_per_batch_size", "parallelism", "store", "pack_size",
-                "checkpoint_seconds"):
+                "checkpoint_seconds", "max_rounds", "max_trials_per_batch_size"):
         d.pop(key, None)
     d["max_steps"] = {}  # budgets may differ per batch size across extensions
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,7 +1,8 @@
 """What may change between two runs of one study, and the refusal that names what may not.
 
-A study grows: more batch sizes, more trials, larger budgets, another store location,
-other packing, parallelism or checkpoint interval. Anything else (workload, search
+A study grows: more batch sizes, more trials, larger budgets, more search rounds or a
+higher trial cap, another store location, other packing, parallelism or checkpoint
+interval; it may switch between the ``goal`` and ``race`` protocols. Anything else (workload, search
 space, fixed metaparameters, goals, schedule, evaluation, seed, backend) would mix trials
 that mean different things, so a run that changes it is refused, naming the first field
 that differs. A budget may grow, never shrink, and only when no metaparameter is a
@@ -22,8 +23,15 @@ from batchscale.core.spec import StudySpec
 from batchscale.store.json_files import read_json_object
 
 STUDY_SPEC_KEY = "batchscale_study_spec"  # the spec's copy inside each study.json
-GROWS = ("batch_sizes", "trials_per_batch_size", "max_steps")
+GROWS = ("batch_sizes", "trials_per_batch_size", "max_steps", "max_rounds",
+         "max_trials_per_batch_size")
 FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds")
+# A study registered before the protocol field stopped its trials at the goals.
+LEGACY_PROTOCOL = "goal"
+# Protocols a study may switch between: both stop a trial only where its further steps
+# could not change steps to the study's goals. ``full`` trains every trial to its budget:
+# switching to or from it would leave trials that do not mean what the others do.
+EARLY_STOPPING_PROTOCOLS = ("goal", "race")
 
 
 def stored_spec_dict(fs, study: str) -> dict | None:
@@ -44,8 +52,9 @@ def check_same_study(stored: dict, spec: StudySpec, where: str) -> None:
     """Refuse ``spec`` if it changes ``stored`` (the study registered in ``where``) other
     than by growing it: one line naming the field, what it was and what is allowed."""
     new = spec.to_dict()
+    _check_protocol(stored.get("protocol", LEGACY_PROTOCOL), spec, where)
     for key in sorted(set(stored) | set(new)):
-        if key in GROWS or key in FREE:
+        if key in GROWS or key in FREE or key == "protocol":
             continue
         field = _first_difference(key, stored.get(key), new.get(key))
         if field is not None:
@@ -54,6 +63,15 @@ def check_same_study(stored: dict, spec: StudySpec, where: str) -> None:
                 f"({_show(_at(stored, field))} there, {_show(_at(new, field))} here); a study "
                 "may only grow (batch sizes, trials, budgets): choose another name for another study")
     _check_budgets(stored, spec)
+
+
+def _check_protocol(old: str, spec: StudySpec, where: str) -> None:
+    if old == spec.protocol or {old, spec.protocol} <= set(EARLY_STOPPING_PROTOCOLS):
+        return
+    raise SpecError(f"protocol: differs from study {spec.name!r} in {where} ({old} there, "
+                    f"{spec.protocol} here); a study may switch between goal and race, not to "
+                    "or from full (its trials would stop at different points): choose another "
+                    "name for another study")
 
 
 def _check_budgets(stored: dict, spec: StudySpec) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import fields
 
 from batchscale.core.goals import GOAL_SYNTAX, check_goal, parse_goal
-from batchscale.core.names import SCHEDULES
+from batchscale.core.names import PROTOCOLS, SCHEDULES
 from batchscale.core.spec import (
     BACKENDS,
     DIRECTIONS,
     MAX_PACK_SIZE,
     MAX_PARALLELISM,
+    MAX_ROUNDS,
     MAX_SEED,
     MAX_STEPS,
     MAX_TRIALS_PER_BATCH_SIZE,
@@ -81,9 +82,20 @@ def parse_spec(raw: dict) -> StudySpec:
     if checkpoint_seconds <= 0:
         _fail("checkpoint_seconds", f"{checkpoint_seconds} must be a number > 0 (seconds between "
               "checkpoints of an unfinished trial)")
+    protocol = raw.get("protocol", "race")
+    if protocol not in PROTOCOLS:
+        _fail("protocol", f"unknown protocol {protocol!r}; allowed: full (every trial to its budget, "
+              "as the paper), goal (stop once every goal is beaten), race (also stop once a trial "
+              "can no longer beat its batch size's best)")
+    max_rounds = as_integer_in("max_rounds", raw.get("max_rounds", 3), 1, MAX_ROUNDS)
+    cap = as_integer_in("max_trials_per_batch_size", raw.get("max_trials_per_batch_size", 0), 0,
+                        MAX_TRIALS_PER_BATCH_SIZE)
+    if 0 < cap < trials:
+        _fail("max_trials_per_batch_size", f"{cap} is below trials_per_batch_size ({trials}); "
+              "allowed: 0 (automatic) or an integer >= trials_per_batch_size")
     return StudySpec(name, store, workload, batch_sizes, trials, space, goals, max_steps, fixed,
                      schedule, evaluation, seed, backend, parallelism, pack_size,
-                     float(checkpoint_seconds))
+                     float(checkpoint_seconds), protocol, max_rounds, cap)
 
 
 def _parse_name(raw) -> str:

@@ -105,6 +105,11 @@ SPEC_CASES = [
      "fixed.decay_steps: 1e+12 is too large; decay_steps must be at most 1,000,000,000"),
     ("checkpoint-seconds-text", {"checkpoint_seconds": "10"},
      "checkpoint_seconds: '10' is not a finite number"),
+    ("protocol-unknown", {"protocol": "fast"}, "protocol: unknown protocol 'fast'; allowed: full"),
+    ("max-rounds-zero", {"max_rounds": 0},
+     "max_rounds: 0 is out of range; allowed: an integer >= 1 and <= 20"),
+    ("trial-cap-below-trials", {"max_trials_per_batch_size": 5},
+     "max_trials_per_batch_size: 5 is below trials_per_batch_size (10)"),
 ]
 
 # (case, argv after ``validate``, start of the message): the flags through the real CLI

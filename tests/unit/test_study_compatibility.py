@@ -28,7 +28,9 @@ def spec(**changes):
     {"trials_per_batch_size": 5},             # more trials
     {"max_steps": 600},                       # larger budgets
     {"parallelism": 1, "pack_size": 3, "checkpoint_seconds": 5.0},
-], ids=["batch sizes", "trials", "budget", "placement"])
+    {"max_rounds": 5, "max_trials_per_batch_size": 20},  # more search rounds, a higher cap
+    {"protocol": "race"},                     # from goal: both stop only what cannot matter
+], ids=["batch sizes", "trials", "budget", "placement", "rounds", "protocol"])
 def test_a_study_may_grow(changes):
     check_same_study(stored(), spec(**changes), "S")
     moved = parse_spec(tiny_spec_dict("elsewhere", **changes))  # another store location
@@ -94,3 +96,16 @@ def test_which_stored_trials_are_finished(metadata, max_steps, finished, goes_on
 def test_only_budget_stopped_trials_keep_their_checkpoint():
     assert keeps_checkpoint("budget")
     assert not keeps_checkpoint("goal") and not keeps_checkpoint("diverged")
+
+
+def test_a_study_may_not_switch_to_or_from_full_and_older_studies_stopped_at_the_goal():
+    with pytest.raises(SpecError, match=r"^protocol: differs from study 'tiny' in S \(race there, "
+                                        r"full here\); a study may switch between goal and race"):
+        check_same_study(stored(protocol="race"), spec(protocol="full"), "S")
+    with pytest.raises(SpecError, match=r"^protocol: .*\(full there, goal here\)"):
+        check_same_study(stored(protocol="full"), spec(protocol="goal"), "S")
+    legacy = {k: v for k, v in stored().items() if k not in ("protocol", "max_rounds",
+                                                              "max_trials_per_batch_size")}
+    check_same_study(legacy, spec(), "S")  # registered before protocols: it stopped at goals
+    with pytest.raises(SpecError, match=r"\(goal there, full here\)"):
+        check_same_study(legacy, spec(protocol="full"), "S")

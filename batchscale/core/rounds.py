@@ -1,0 +1,103 @@
+"""Search rounds: which trial ids of a batch size were sampled from which search space.
+
+A study runs in rounds (the paper's protocol, Section 3): round 1 samples the spec's
+search space; a later round adds trials to one batch size, either more points of the
+same space (a *top-up*, because some trials diverged) or points of a new space (a
+*re-search*, because the best trial sat at the edge of what was searched, or none
+reached the goal). Trial ids continue across rounds, so every id keeps its meaning when
+a study grows. Each batch size's study.json records its rounds (``ROUNDS_KEY``), each
+with the range it searched in the paper's ``parameter_configs`` form; the planner
+(``batchscale.protocol.planner``) appends to them and the trainer derives a trial's
+metaparameters from the round that holds its id (``batchscale.search.trials``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from batchscale.core.edges import hull_configs
+from batchscale.core.spec import Parameter, StudySpec
+
+ROUNDS_KEY = "search_rounds"  # in each batch size's study.json
+INITIAL = "initial search"
+
+
+@dataclass(frozen=True)
+class SearchRound:
+    """Trials ``first..last`` (inclusive) of one batch size, sampled from ``space``."""
+
+    round: int
+    first: int
+    last: int
+    space: tuple[Parameter, ...]
+    reason: str = INITIAL
+
+    @property
+    def trial_ids(self) -> range:
+        return range(self.first, self.last + 1)
+
+    def to_dict(self) -> dict:
+        """The study.json form: the space both as the paper's ``parameter_configs`` (what
+        readers of the paper's database understand) and as the spec writes it."""
+        return {
+            "round": self.round, "trial_ids": [self.first, self.last], "reason": self.reason,
+            "parameter_configs": {p.name: p.paper_config() for p in self.space},
+            "search_space": {p.name: _compact(p) for p in self.space},
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> SearchRound:
+        first, last = (int(i) for i in raw["trial_ids"])
+        space = tuple(_parameter(name, fields) for name, fields in raw["search_space"].items())
+        return cls(int(raw["round"]), first, last, space, str(raw.get("reason", "")))
+
+
+def initial_round(spec: StudySpec) -> SearchRound:
+    """Round 1 of every batch size: trials 1..trials_per_batch_size in the spec's space."""
+    return SearchRound(1, 1, spec.trials_per_batch_size, spec.search_space, INITIAL)
+
+
+def read_rounds(study_json: dict | None, spec: StudySpec) -> list[SearchRound]:
+    """A batch size's rounds from its study.json; a study.json without them (a study
+    registered before rounds existed, or not yet) has round 1 only. While round 1 is the
+    only round it grows with ``trials_per_batch_size``, as a study always has."""
+    raw = (study_json or {}).get(ROUNDS_KEY)
+    rounds = [SearchRound.from_dict(r) for r in raw] if isinstance(raw, list) and raw else []
+    if not rounds:
+        return [initial_round(spec)]
+    if len(rounds) == 1 and rounds[0].last < spec.trials_per_batch_size:
+        only = rounds[0]
+        rounds = [SearchRound(only.round, only.first, spec.trials_per_batch_size, only.space,
+                              only.reason)]
+    return rounds
+
+
+def searched_configs(rounds: list[SearchRound]) -> dict:
+    """What the rounds searched, as one ``parameter_configs`` (per parameter, the hull of
+    every round's range): study.json's top-level ``parameter_configs``."""
+    return hull_configs([{p.name: p.paper_config() for p in r.space} for r in rounds])
+
+
+def round_of(rounds: list[SearchRound], trial_id: int) -> SearchRound:
+    for r in rounds:
+        if r.first <= trial_id <= r.last:
+            return r
+    raise ValueError(f"trial id {trial_id} belongs to no search round "
+                     f"({', '.join(f'{r.first}-{r.last}' for r in rounds)})")
+
+
+def _compact(p: Parameter) -> dict:
+    out = {"scale": p.scale}
+    if p.values is not None:
+        out["values"] = list(p.values)
+    else:
+        out["min"], out["max"] = p.min, p.max
+    if p.integer:
+        out["integer"] = True
+    return out
+
+
+def _parameter(name: str, fields: dict) -> Parameter:
+    values = fields.get("values")
+    return Parameter(name, fields["scale"], fields.get("min"), fields.get("max"),
+                     tuple(values) if values is not None else None, bool(fields.get("integer")))
