@@ -16,12 +16,13 @@ def aggregate(study_spec: dict, store_root: str,
     outcome); the report then names the trials still missing. Returns the report's location."""
     from batchscale.analysis.report import kfp_metrics, report_study
     from batchscale.analysis.report_pages import format_table
-    from batchscale.search.trials import make_trials
+    from batchscale.protocol.planner import planned_trials
     from batchscale.store.layout import StudyStore
     from batchscale.validation import resolve_spec
 
     spec = resolve_spec(study_spec, store_root)
-    StudyStore(spec.store).settle_budgets(spec, make_trials(spec))  # budgets now run in full
+    store = StudyStore(spec.store)
+    store.settle_budgets(spec, planned_trials(spec, store))  # budgets now run in full
     analysis, written = report_study(f"{spec.store.rstrip('/')}/{spec.name}")
     with open(report.path, "w") as fh:
         fh.write(written["pages"]["html"])

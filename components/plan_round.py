@@ -1,4 +1,4 @@
-"""KFP wrapper of make_packs: registers the study in the store and lists its packs."""
+"""KFP wrapper of plan_stage: one stage of the study's search rounds, as a list of packs."""
 
 from typing import List
 
@@ -8,16 +8,18 @@ from batchscale.core.images import LIGHT_IMAGE
 
 
 @dsl.component(base_image=LIGHT_IMAGE, install_kfp_package=False)
-def make_packs(study_spec: dict, store_root: str, dataset_location: str, pack_size: int) -> List[dict]:
-    """One pack descriptor (dict: pack_id, batch_size, trial_ids) per at most ``pack_size``
-    trials of one batch size; the trials' metaparameters stay out of the loop items."""
-    from batchscale.search.packs import make_packs as plan_packs
+def plan_round(study_spec: dict, store_root: str, dataset_location: str, pack_size: int,
+               stage: int) -> List[dict]:
+    """The packs (dicts: pack_id, batch_size, trial_ids) of stage ``stage``: the trials
+    still unfinished, and the round this stage adds where the store's results ask for one
+    (top-up, re-search). Stage 1 registers the study. Empty when there is nothing to do."""
+    from batchscale.protocol.planner import plan_stage
     from batchscale.store.layout import StudyStore
     from batchscale.validation import resolve_spec
 
     spec = resolve_spec(study_spec, store_root)
-    StudyStore(spec.store).register_study(spec)
-    packs = [p.to_dict() for p in plan_packs(spec, pack_size)]
-    print(f"{len(packs)} packs of at most {pack_size} trials over batch sizes "
-          f"{list(spec.batch_sizes)}; data at {dataset_location}")
+    packs = [p.to_dict() for p in plan_stage(spec, StudyStore(spec.store), stage, pack_size)]
+    trials = sum(len(p["trial_ids"]) for p in packs)
+    print(f"stage {stage}: {len(packs)} packs of at most {pack_size} trials ({trials} trials); "
+          f"data at {dataset_location}")
     return packs

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from batchscale.core.goals import first_step_reaching
 from batchscale.core.spec import StudySpec
 from batchscale.core.trial_state import is_finished
-from batchscale.search.trials import make_trials
+from batchscale.protocol.planner import planned_trials
 
 
 @dataclass
@@ -16,10 +16,12 @@ class Progress:
     total: int
     infeasible: int
     best_steps: dict[int, int | None]  # first goal, validation; None = not reached yet
+    added: int = 0  # trials later search rounds added (top-ups, re-searches)
 
     def line(self) -> str:
         best = " ".join(f"{b}:{'-' if s is None else s}" for b, s in self.best_steps.items())
         extra = f", {self.infeasible} diverged" if self.infeasible else ""
+        extra += f", {self.added} added by later rounds" if self.added else ""
         return f"trials {self.done}/{self.total} done{extra} | best steps per batch size {best}"
 
 
@@ -28,18 +30,25 @@ class ProgressTracker:
     first validation step beating the study's first goal is kept (``core.goals``' rule,
     the one steps to result uses).
 
-    Each poll reads only the metadata of trials not yet finished, so polling stays cheap
-    for studies of hundreds of trials on gs://.
+    Each poll reads only the metadata of trials not yet finished, and each batch size's
+    study.json (search rounds may add trials while the study runs), so polling stays
+    cheap for studies of hundreds of trials on gs://.
     """
 
     def __init__(self, spec: StudySpec, store):
         self.spec, self.store = spec, store
-        self.pending = make_trials(spec)
+        self.pending = []
+        self.known: set[tuple[int, int]] = set()
+        self.initial = len(spec.batch_sizes) * spec.trials_per_batch_size
         self.done = 0
         self.infeasible = 0
         self.best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)  # steps to result so far
 
     def poll(self) -> Progress:
+        for trial in planned_trials(self.spec, self.store):
+            if (trial.batch_size, trial.trial_id) not in self.known:
+                self.known.add((trial.batch_size, trial.trial_id))
+                self.pending.append(trial)
         still = []
         for trial in self.pending:
             meta = self.store.read_metadata(self.spec, trial)
@@ -60,4 +69,5 @@ class ProgressTracker:
             self.best[batch_size] = step
 
     def progress(self) -> Progress:
-        return Progress(self.done, self.done + len(self.pending), self.infeasible, dict(self.best))
+        return Progress(self.done, self.done + len(self.pending), self.infeasible, dict(self.best),
+                        max(len(self.known) - self.initial, 0))

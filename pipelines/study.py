@@ -1,10 +1,22 @@
-"""The study pipeline: prepare_data -> make_packs -> ParallelFor(train_pack), then aggregate.
+"""The study pipeline: prepare_data -> rounds -> aggregate, where each of the spec's
+``max_rounds`` rounds is plan_round -> ParallelFor(train_pack), one after another.
 
-Packs, not trials, are the loop's items: ``make_packs`` emits small descriptors (pack id,
+Packs, not trials, are the loop's items: ``plan_round`` emits small descriptors (pack id,
 batch size, trial ids; ``batchscale.search.packs``) and each ``train_pack`` task
-re-derives its trials from the study spec and trains them together in one pod. The pack
-size is resolved when the pipeline is built (``pack_size_for(spec, preset)``) and passed
-as a constant, so a paper-size study is ~100-200 loop iterations, not one per trial.
+re-derives its trials from the study spec and the search rounds in the store, and trains
+them together in one pod. The pack size is resolved when the pipeline is built
+(``pack_size_for(spec, preset)``) and passed as a constant, so a paper-size study is
+~100-200 loop iterations, not one per trial.
+
+Rounds (the paper's protocol, ``batchscale.protocol.planner``): round 1 trains the
+search; each later round's ``plan_round`` reads what the earlier ones left in the store
+and adds trials where the protocol asks for them (top-up of non-divergent trials,
+re-search at an edge of the searched range); a round with nothing to add has an empty
+loop. Each round is a nested pipeline (``study-round``) that runs ``.after`` the one
+before: a dependency on a pipeline task, not on a loop (a task ``.after`` a ParallelFor
+is refused by some KFP backends, kubeflow/pipelines #10050). The number of rounds is a
+compile-time constant, the default spec's ``max_rounds``; a run whose spec asks for
+fewer leaves the extra rounds empty.
 
 Faults (a spot pod may be preempted at any moment):
 
@@ -32,9 +44,10 @@ unfinished trials or stale results:
 
 - ``prepare_data``: its real output is the data set cache in the store; a cached step
   would skip rebuilding a cache that was deleted. It is a no-op when the cache is there.
-- ``make_packs``: it registers the study (study_spec.json, each batch size's
-  study.json) in the store, a side effect every run needs (the store may be new or
-  wiped); its output alone is cheap to recompute.
+- ``plan_round``: round 1 registers the study (study_spec.json, each batch size's
+  study.json) in the store, and later rounds record new search rounds there: side
+  effects every run needs (the store may be new or wiped); their outputs depend on the
+  store, which a cache key does not see.
 - ``train_pack``: a cached pack would replay an old status line while its trials are
   INCOMPLETE, checkpointed or gone from the store; re-running a finished pack only
   re-uses its finished trials (seconds).
@@ -51,7 +64,7 @@ tolerations, image, timeout); one compiled pipeline per preset, ``batchscale-stu
 from kfp import dsl
 
 from batchscale.components.aggregate import aggregate
-from batchscale.components.make_packs import make_packs
+from batchscale.components.plan_round import plan_round
 from batchscale.components.prepare_data import prepare_data
 from batchscale.components.train_pack import train_pack
 from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
@@ -102,22 +115,35 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cpu",
                            backoff_max_duration=PACK_RETRY_MAX_BACKOFF)
         kubernetes.set_timeout(task, trainer.pack_timeout_seconds)
 
+    @dsl.pipeline(name="study-round",
+                  description="One search round: plan its packs, then train them.")
+    def study_round(study_spec: dict, store_root: str, dataset_location: str, stage: int):
+        packs = light(plan_round(study_spec=study_spec, store_root=store_root,
+                                 dataset_location=dataset_location, pack_size=pack_size,
+                                 stage=stage))
+        packs.set_display_name("plan-round")
+        with dsl.ParallelFor(packs.output, parallelism=spec.parallelism) as pack:
+            trained = train_pack_retried(study_spec=study_spec, pack=pack, store_root=store_root)
+            trained.set_caching_options(False).set_display_name("pack")
+
     @dsl.pipeline(
         name=pipeline_name(preset),
         description="Steps to a goal validation error against batch size, with metaparameters "
         f"tuned anew at every batch size (Shallue et al. 2019). Trainer placement: {preset}; "
-        f"{pack_size} trial(s) per pack task.",
+        f"{pack_size} trial(s) per pack task; up to {spec.max_rounds} search rounds.",
     )
     def study_pipeline(study_spec: dict = default_spec, store_root: str = store_root):
         report = light(aggregate(study_spec=study_spec, store_root=store_root))
         with dsl.ExitHandler(report, name="study"):
             prep = light(prepare_data(study_spec=study_spec, store_root=store_root))
-            packs = light(make_packs(study_spec=study_spec, store_root=store_root,
-                                     dataset_location=prep.output, pack_size=pack_size))
-            with dsl.ParallelFor(packs.output, parallelism=spec.parallelism) as pack:
-                trained = train_pack_retried(study_spec=study_spec, pack=pack,
-                                             store_root=store_root)
-                trained.set_caching_options(False).set_display_name("pack")
+            previous = None
+            for stage in range(1, spec.max_rounds + 1):
+                this = study_round(study_spec=study_spec, store_root=store_root,
+                                   dataset_location=prep.output, stage=stage)
+                this.set_caching_options(False).set_display_name(f"round-{stage}")
+                if previous is not None:
+                    this.after(previous)
+                previous = this
 
     return study_pipeline
 

@@ -23,6 +23,7 @@ LAYERS = {
     "batchscale.validation": 3,
     "batchscale.training": 4,
     "batchscale.analysis": 4,
+    "batchscale.protocol": 4,
     "batchscale.components": 5,
     "batchscale.pipelines": 6,
     "batchscale.cli": 7,

@@ -47,6 +47,11 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--parallelism", type=_flag_number, help="pack tasks run at once")
     group.add_argument("--pack-size", type=_flag_number, metavar="K",
                        help="trials per pack task (default 0: from the workload and --preset)")
+    group.add_argument("--protocol", help="when trials stop: full (every trial to its budget, as "
+                       "the paper), goal (once every goal is beaten) or race (also once a trial "
+                       "can no longer beat its batch size's best; default)")
+    group.add_argument("--max-rounds", type=_flag_number, metavar="R",
+                       help="search rounds (top-ups and re-searches at the edges; default 3)")
 
 
 def _flag_number(text: str):
@@ -66,7 +71,8 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
         raw = _workload_start(args)
     else:
         raw = load_spec_dict(args.spec)
-    for key in ("name", "store", "seed", "backend", "parallelism", "pack_size"):
+    for key in ("name", "store", "seed", "backend", "parallelism", "pack_size", "protocol",
+                "max_rounds"):
         if getattr(args, key) is not None:
             raw[key] = getattr(args, key)
     overrides = {key: getattr(args, key) for key in ("dataset", "model", "optimizer")

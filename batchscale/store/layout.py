@@ -26,6 +26,7 @@ import json
 
 import numpy as np
 
+from batchscale.core.rounds import ROUNDS_KEY, SearchRound, read_rounds, searched_configs
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
 from batchscale.store.compatibility import STUDY_SPEC_KEY, check_same_study, stored_spec_dict
@@ -88,14 +89,30 @@ class StudyStore:
 
     def _claimed_budget(self, spec: StudySpec, batch_size: int) -> int | None:
         """The budget this batch size's study.json claims now (None: no readable one)."""
-        study_json = read_json_object(self.fs, f"{self.batch_dir(spec, batch_size)}/study.json")[0]
-        claimed = (study_json or {}).get("max_steps")
+        claimed = (self.read_study_json(spec, batch_size) or {}).get("max_steps")
         return int(claimed) if isinstance(claimed, (int, float)) else None
 
-    def _write_study_json(self, spec: StudySpec, batch_size: int, budget: int) -> None:
+    def read_study_json(self, spec: StudySpec, batch_size: int) -> dict | None:
+        """The batch size's study.json (None: none, or not a readable JSON object)."""
+        return read_json_object(self.fs, f"{self.batch_dir(spec, batch_size)}/study.json")[0]
+
+    def read_rounds(self, spec: StudySpec, batch_size: int) -> list[SearchRound]:
+        """The batch size's search rounds (``batchscale.core.rounds``): round 1 only until
+        the planner adds more."""
+        return read_rounds(self.read_study_json(spec, batch_size), spec)
+
+    def write_rounds(self, spec: StudySpec, batch_size: int, rounds: list[SearchRound]) -> None:
+        """Record the batch size's search rounds (and the hull of their ranges) in its
+        study.json, keeping the budget it claims."""
+        claimed = self._claimed_budget(spec, batch_size)
+        self._write_study_json(spec, batch_size, claimed or spec.max_steps[batch_size], rounds)
+
+    def _write_study_json(self, spec: StudySpec, batch_size: int, budget: int,
+                          rounds: list[SearchRound] | None = None) -> None:
+        rounds = rounds if rounds is not None else self.read_rounds(spec, batch_size)
         self.fs.write_text(
             f"{self.batch_dir(spec, batch_size)}/study.json",
-            json.dumps({**paper_study_json(spec, batch_size), "max_steps": budget,
+            json.dumps({**paper_study_json(spec, batch_size, rounds), "max_steps": budget,
                         STUDY_SPEC_KEY: spec.to_dict()}, indent=2),
         )
 
@@ -160,18 +177,21 @@ class StudyStore:
             return data["x"], data["y"]
 
 
-def paper_study_json(spec: StudySpec, batch_size: int) -> dict:
-    """study.json as in the paper's database, plus our own keys (goals, max_steps)."""
+def paper_study_json(spec: StudySpec, batch_size: int, rounds: list[SearchRound]) -> dict:
+    """study.json as in the paper's database (``parameter_configs``: every range its rounds
+    searched), plus our own keys: goals, max_steps, the stopping protocol and the rounds."""
     return {
         "batch_size": batch_size,
         "dataset": spec.workload.dataset,
         "model": spec.workload.model,
         "optimizer": spec.workload.optimizer,
-        "early_stopping": False,
+        "early_stopping": spec.protocol != "full",
+        "protocol": spec.protocol,
         "train_steps": 0,  # every non-diverged trial counts as COMPLETE
         "max_steps": spec.max_steps[batch_size],
         "goals": [g.__dict__ for g in spec.goals],
-        "parameter_configs": {p.name: p.paper_config() for p in spec.search_space},
+        "parameter_configs": searched_configs(rounds),
+        ROUNDS_KEY: [r.to_dict() for r in rounds],
     }
 
 

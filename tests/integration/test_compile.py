@@ -1,6 +1,7 @@
-"""The compiled pipeline YAML: the DAG, ParallelFor over packs with its parallelism limit,
-resource requests of the trainer, retries, timeout and a fan-in that runs after failed
-packs, UI-ready parameter defaults, and no TensorFlow at compile time."""
+"""The compiled pipeline YAML: the DAG (search rounds in sequence, each a ParallelFor over
+packs with its parallelism limit), resource requests of the trainer, retries, timeout and
+a fan-in that runs after failed packs, UI-ready parameter defaults, and no TensorFlow at
+compile time."""
 
 import json
 import os
@@ -26,9 +27,8 @@ def _compile(tmp_path, *flags):
 
 
 def _executor(doc, component_prefix):
-    executors = doc["deploymentSpec"]["executors"]
-    [name] = [n for n in executors if n.startswith(f"exec-{component_prefix}")]
-    return executors[name]["container"]
+    """The component's executor (round 1's, where each round has its own copy)."""
+    return doc["deploymentSpec"]["executors"][f"exec-{component_prefix}"]["container"]
 
 
 def _study_tasks(doc):
@@ -38,16 +38,32 @@ def _study_tasks(doc):
     return root_tasks, handler, doc["components"][f"comp-{handler}"]["dag"]["tasks"]
 
 
-def test_dag_parallel_for_and_trainer_resources(tmp_path):
-    doc = _compile(tmp_path, "--parallelism", "5", "--pipeline-store", "gs://my-bucket/studies")
+def _round(doc, tasks, stage):
+    """Round ``stage``'s nested pipeline: its task in the study and its DAG's tasks."""
+    [name] = [n for n, t in tasks.items() if t["taskInfo"]["name"] == f"round-{stage}"]
+    return tasks[name], doc["components"][tasks[name]["componentRef"]["name"]]["dag"]["tasks"]
+
+
+def test_dag_rounds_parallel_for_and_trainer_resources(tmp_path):
+    doc = _compile(tmp_path, "--parallelism", "5", "--pipeline-store", "gs://my-bucket/studies",
+                   "--max-rounds", "4")
     root_tasks, handler, tasks = _study_tasks(doc)
-    [loop_name] = [n for n in tasks if n.startswith("for-loop")]
-    # goal detection is folded into aggregate: four steps, aggregate after all the others
+    # goal detection is folded into aggregate, after all the others
     assert set(root_tasks) == {handler, "aggregate"}
-    assert set(tasks) == {"prepare-data", "make-packs", loop_name}
-    loop = tasks[loop_name]
-    assert loop["iteratorPolicy"]["parallelismLimit"] == 5
-    assert loop["parameterIterator"]["items"]["inputParameter"].endswith("make-packs-Output")
+    assert len(tasks) == 5 and "prepare-data" in tasks
+    previous = None
+    for stage in range(1, 5):  # rounds one after another, each plan-round then its loop
+        task, inner = _round(doc, tasks, stage)
+        after = set(task.get("dependentTasks", []))
+        assert after == ({"prepare-data"} | ({previous} if previous else set()))
+        previous = next(n for n, t in tasks.items() if t is task)
+        [plan] = [n for n in inner if n.startswith("plan-round")]
+        assert task["inputs"]["parameters"]["stage"]["runtimeValue"]["constant"] == stage
+        assert inner[plan]["inputs"]["parameters"]["stage"]["componentInputParameter"] == "stage"
+        [loop_name] = [n for n in inner if n.startswith("for-loop")]
+        loop = inner[loop_name]
+        assert loop["iteratorPolicy"]["parallelismLimit"] == 5
+        assert loop["parameterIterator"]["items"]["inputParameter"].endswith("plan-round-Output")
     assert root_tasks["aggregate"]["dependentTasks"] == [handler]
     # aggregate reads the store, not the loop's outputs: it can run after failed packs
     assert set(root_tasks["aggregate"]["inputs"]["parameters"]) == {"study_spec", "store_root"}
@@ -61,7 +77,7 @@ def test_dag_parallel_for_and_trainer_resources(tmp_path):
     params = doc["root"]["inputDefinitions"]["parameters"]
     assert params["store_root"]["defaultValue"] == "gs://my-bucket/studies"
     default = params["study_spec"]["defaultValue"]
-    assert parse_spec(default) == parse_spec({**default_spec_dict(), "parallelism": 5})
+    assert parse_spec(default) == parse_spec({**default_spec_dict(), "parallelism": 5, "max_rounds": 4})
 
 
 @pytest.mark.parametrize("preset", ["cpu", "nvidia-l4"])
@@ -78,16 +94,17 @@ def test_paper_scale_study_compiles_to_few_small_packs_with_faults_handled(tmp_p
     assert len(spec.batch_sizes) * spec.trials_per_batch_size == 1400
     size = pack_size_for(spec, preset)
     root_tasks, handler, tasks = _study_tasks(doc)
-    assert tasks["make-packs"]["inputs"]["parameters"]["pack_size"]["runtimeValue"][
+    round_task, inner = _round(doc, tasks, 1)
+    assert inner["plan-round"]["inputs"]["parameters"]["pack_size"]["runtimeValue"][
         "constant"] == size
-    items = [p.to_dict() for p in make_packs(spec, size)]  # what make-packs returns
+    items = [p.to_dict() for p in make_packs(spec, size)]  # what round 1's plan-round returns
     assert len(items) <= 200
     assert len(json.dumps(items).encode()) < 16 * 1024
     assert sorted((p["batch_size"], t) for p in items for t in p["trial_ids"]) == sorted(
         (b, t) for b in spec.batch_sizes for t in range(1, 101))
 
-    [loop_name] = [n for n in tasks if n.startswith("for-loop")]
-    [body] = doc["components"][f"comp-{loop_name}"]["dag"]["tasks"].values()
+    [loop_name] = [n for n in inner if n.startswith("for-loop")]
+    [body] = doc["components"][inner[loop_name]["componentRef"]["name"]]["dag"]["tasks"].values()
     nested = doc["components"][body["componentRef"]["name"]]["dag"]["tasks"]
     assert list(nested) == ["train-pack"]
     assert nested["train-pack"]["retryPolicy"]["maxRetryCount"] == PACK_RETRIES >= 1
@@ -96,8 +113,8 @@ def test_paper_scale_study_compiles_to_few_small_packs_with_faults_handled(tmp_p
     # the fan-in: dsl.ExitHandler's exit task, after the sub-DAG holding every other step
     aggregate = root_tasks["aggregate"]
     assert aggregate["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
-    assert aggregate["dependentTasks"] == [handler] and loop_name in tasks
-    for task in [*root_tasks.values(), *tasks.values(), body, *nested.values()]:
+    assert aggregate["dependentTasks"] == [handler]
+    for task in [*root_tasks.values(), *tasks.values(), *inner.values(), body, *nested.values()]:
         if "cachingOptions" in task:
             assert not task["cachingOptions"].get("enableCache"), task["taskInfo"]
 

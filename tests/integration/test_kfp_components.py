@@ -8,7 +8,7 @@ import pytest
 from kfp import local
 
 from batchscale.components.aggregate import aggregate
-from batchscale.components.make_packs import make_packs
+from batchscale.components.plan_round import plan_round
 from batchscale.components.prepare_data import prepare_data
 from batchscale.components.train_pack import train_pack
 from batchscale.core.spec import TrialSpec
@@ -23,7 +23,7 @@ def kfp_local(tmp_path):
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "kfp"))
 
 
-def test_prepare_data_then_make_packs_then_train_pack(kfp_local, tmp_path):
+def test_prepare_data_then_plan_round_then_train_pack(kfp_local, tmp_path):
     root = str(tmp_path / "store")
     raw = tiny_spec_dict(root, trials_per_batch_size=3, max_steps=20)
     prep = prepare_data(study_spec=raw, store_root="")
@@ -33,7 +33,8 @@ def test_prepare_data_then_make_packs_then_train_pack(kfp_local, tmp_path):
     x, y = store.read_split("digits", "validation")
     assert x.shape == (250, 8, 8, 1) and set(y) == set(range(10))
 
-    packs = make_packs(study_spec=raw, store_root="", dataset_location=prep.output, pack_size=2).output
+    packs = plan_round(study_spec=raw, store_root="", dataset_location=prep.output, pack_size=2,
+                       stage=1).output
     assert [(p["pack_id"], p["batch_size"], p["trial_ids"]) for p in packs] == [
         ("b16-t1-2", 16, [1, 2]), ("b16-t3", 16, [3]), ("b128-t1-2", 128, [1, 2]),
         ("b128-t3", 128, [3])]

@@ -3,6 +3,7 @@ its accelerator resource and count, node selectors, tolerations, requests and im
 the light tasks carry none of them; ``--images`` puts skaffold's built references in."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -14,7 +15,7 @@ from batchscale.pipelines.study import compile_pipeline, pipeline_name
 from batchscale.validation import default_spec_dict, parse_spec
 from batchscale.workloads.inputs import CPUS_ENV, available_cpus
 
-LIGHT_TASKS = ("prepare-data", "make-packs", "aggregate")
+LIGHT_TASKS = ("prepare-data", "plan-round", "aggregate")
 BUILT = {name: f"us-docker.pkg.dev/example-project/batchscale/{name}:abc123@sha256:{'0' * 64}"
          for name in IMAGE_NAMES}
 
@@ -36,8 +37,10 @@ def _executors(pipeline, platform):
 
 
 def _by_task(executors, prefix):
-    [match] = [v for k, v in executors.items() if k.startswith(f"exec-{prefix}")]
-    return match
+    """The task's executor; each search round has its own copy, and all must be alike."""
+    matches = [v for k, v in executors.items() if re.fullmatch(rf"exec-{prefix}(-\d+)?", k)]
+    assert matches and all(m == matches[0] for m in matches), prefix
+    return matches[0]
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))

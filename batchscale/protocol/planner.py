@@ -1,0 +1,84 @@
+"""Plan one stage of a study: the packs it trains, and the search round it adds.
+
+A study runs in stages, 1..``spec.max_rounds`` (sequential stages of the pipeline's DAG;
+``run --local`` runs the same DAG). Stage r:
+
+1. (stage 1) registers the study in the store: study_spec.json and each batch size's
+   study.json, whose ``search_rounds`` keep the rounds already planned;
+2. per batch size, packs every recorded trial that is not finished (new, interrupted, or
+   stopped at a budget the study has since raised);
+3. per batch size whose recorded trials are all finished and whose last round is older
+   than r, asks ``search.next_round`` whether round r adds trials (top-up, re-search),
+   records it in study.json, and packs its trials.
+
+Re-running a stage, or the whole study, adds nothing that is already recorded: a round
+is planned once, by the first stage numbered after it, and its trial ids never change.
+A stage with nothing to do returns no packs (its loop then has no iterations).
+"""
+
+from __future__ import annotations
+
+import math
+
+from batchscale.core.goals import first_step_reaching
+from batchscale.core.rounds import SearchRound
+from batchscale.core.spec import PackSpec, StudySpec, TrialSpec
+from batchscale.core.trial_state import is_finished
+from batchscale.search.next_round import TrialResult, next_round
+from batchscale.search.packs import split_trials
+from batchscale.search.trials import batch_trials, make_trials
+from batchscale.store.layout import StudyStore
+
+
+def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
+               log=print) -> list[PackSpec]:
+    """The packs of stage ``stage`` (1-based), see the module docstring."""
+    if stage == 1:
+        store.register_study(spec)
+    packs: list[PackSpec] = []
+    for batch_size in spec.batch_sizes:
+        rounds = store.read_rounds(spec, batch_size)
+        trials = batch_trials(spec, batch_size, rounds)
+        budget = spec.max_steps[batch_size]
+        metadata = {t.trial_id: store.read_metadata(spec, t) for t in trials}
+        todo = [t.trial_id for t in trials if not is_finished(metadata[t.trial_id], budget)]
+        if not todo and stage > rounds[-1].round and stage <= spec.max_rounds:
+            added = next_round(spec, rounds, _results(spec, store, trials, metadata), stage)
+            if added is not None:
+                store.write_rounds(spec, batch_size, [*rounds, added])
+                log(f"batch size {batch_size}: round {stage} adds trials {added.first}-"
+                    f"{added.last} ({added.reason})")
+                todo = list(added.trial_ids)
+        packs += split_trials(batch_size, todo, pack_size)
+    return packs
+
+
+def study_rounds(spec: StudySpec, store: StudyStore) -> dict[int, list[SearchRound]]:
+    """Every batch size's recorded search rounds."""
+    return {b: store.read_rounds(spec, b) for b in spec.batch_sizes}
+
+
+def planned_trials(spec: StudySpec, store: StudyStore) -> list[TrialSpec]:
+    """Every trial the store's rounds hold, by batch size then id (``make_trials`` with
+    the recorded rounds): what the study must finish."""
+    return make_trials(spec, study_rounds(spec, store))
+
+
+def _results(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
+             metadata: dict[int, dict | None]) -> list[TrialResult]:
+    goal = spec.goals[0]
+    column = f"val/{goal.metric}"
+    out = []
+    for trial in trials:
+        meta = metadata[trial.trial_id] or {}
+        diverged = meta.get("status") == "INFEASIBLE"
+        rows = [] if diverged else store.read_measurements(spec, trial)
+        values = [float(row[column]) for row in rows if _finite(row.get(column))]
+        best = (min(values) if goal.direction == "minimize" else max(values)) if values else None
+        out.append(TrialResult(trial.trial_id, trial.parameters, diverged,
+                               first_step_reaching(rows, goal), best))
+    return out
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
