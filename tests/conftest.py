@@ -161,8 +161,14 @@ def digits_store(tmp_path_factory):
 
 
 def tiny_spec_dict(store: str, **changes) -> dict:
-    """A small, fast study on the digits data set (real images, shipped offline)."""
+    """A small, fast study on the digits data set (real images, shipped offline).
+
+    One search round and the ``goal`` protocol unless changed: tests of training
+    mechanics (packs, faults, budgets, resumption) compare runs trial by trial, and under
+    ``race`` a trial's stop depends on which trials finished first, while later rounds
+    add trials. tests/integration/test_protocol_rounds.py sets both explicitly."""
     raw = {
+        "protocol": "goal", "max_rounds": 1,
         "name": "tiny", "store": store,
         "workload": {"dataset": "digits", "model": "fc_32", "optimizer": "nesterov_momentum"},
         "batch_sizes": [16, 128], "trials_per_batch_size": 2,

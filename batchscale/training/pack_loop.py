@@ -5,7 +5,10 @@ its seed builds its model and data order, it is evaluated at the same geometric 
 steps, it stops at its goals (COMPLETE, "goal"), at its budget (COMPLETE, "budget") or
 on divergence (INFEASIBLE), and it writes its own metadata.json and measurements.csv.
 A finished trial's slot is trained on and ignored until the pack ends (see
-``_Loop._finish_some``): a pack's width never changes while it trains.
+``_Loop._finish_some``): a pack's width never changes while it trains. Under the ``race``
+protocol a pack's groups (``pack_groups``: one trial each on a CPU) train interleaved,
+evaluation by evaluation, so the earliest goal crossing is known before any trial trains
+past it; otherwise one group after another.
 
 Checkpoints (``batchscale.store.checkpoints``) hold, per unfinished trial, its
 variables, optimizer state, step, data-order position and measurement rows so far.
@@ -29,9 +32,11 @@ from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import keeps_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
+from batchscale.training.pack_groups import in_lockstep, pack_groups
 from batchscale.training.stopping import Stopped
 from batchscale.training.trainer import (
     FLUSH_SECONDS,
+    crossing_board,
     finish_trial,
     resolve_parameters,
     trial_metadata,
@@ -108,37 +113,25 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
             evaluators.append(Evaluator(None, pipeline, spec.evaluation.train_examples, seed))
         step_fn = PackStep(model, spec.schedule, spec.workload.optimizer,
                            any(r.params.get("l2_penalty", 0.0) for r in runs), pipeline.num_outputs)
-    groups: dict[tuple, list[int]] = {}
-    width = max(1, width or vmap_width(spec))
-    fresh = [i for i, run in enumerate(runs) if run.width is None]
-    for start in range(0, len(fresh), width):  # at most `width` trials vmapped at once
-        groups[0, -start - 1, 0] = fresh[start:start + width]
-    for i, run in enumerate(runs):
-        if run.width is not None:  # resumed: at its step, in a pack as wide as it was
-            _join_resumed(groups, runs, i)
-    for key in sorted(groups, key=lambda k: (k[0], -k[1], k[2])):
-        members = groups[key]
-        width = key[1] if key[1] > 0 else len(members)
-        slots = _slots([runs[i] for i in members], width)
-        for i in members:  # until now: data loading, model builds, the pack's earlier trials
+    # one board for the whole pack: a crossing one group publishes, every group sees at once
+    board = crossing_board(store, spec, batch_size)
+
+    def group(members: list[int], slots: list[int | None]):
+        for i in members:  # until now: data loading, model builds (and earlier groups)
             runs[i].metadata["pack_setup_seconds"] = time.time() - started
-        _Loop(spec, store, step_fn, [runs[members[i]] if i is not None else None for i in slots],
-              [arrays[members[i if i is not None else 0]] for i in slots],
-              [evaluators[members[i if i is not None else 0]] for i in slots],
-              x_all, y_all, time.time(), log, stop).run()
+        return _Loop(spec, store, step_fn,
+                     [runs[members[i]] if i is not None else None for i in slots],
+                     [arrays[members[i if i is not None else 0]] for i in slots],
+                     [evaluators[members[i if i is not None else 0]] for i in slots],
+                     x_all, y_all, time.time(), log, stop, board)
+
+    groups = pack_groups(runs, max(1, width or vmap_width(spec)))
+    if spec.protocol == "race":  # every group at once, evaluation by evaluation
+        in_lockstep([group(*g) for g in groups], FLUSH_SECONDS)
+    else:  # one group after another: one group's arrays on the device at a time
+        for g in groups:
+            in_lockstep([group(*g)], FLUSH_SECONDS)
     return [run.metadata for run in runs]
-
-
-def _join_resumed(groups: dict[tuple, list[int]], runs: list[TrialRun], i: int) -> None:
-    """Put resumed run ``i`` into a group of runs at its step and pack width where its
-    position is free (trials of two earlier packs, e.g. several budget-stopped trials
-    trained one at a time, each held position 0), else into a new such group."""
-    run = runs[i]
-    for n in range(len(runs)):
-        members = groups.setdefault((run.step, run.width, n), [])
-        if all(runs[j].position != run.position for j in members):
-            members.append(i)
-            return
 
 
 def vmap_width(spec: StudySpec) -> int:
@@ -160,20 +153,6 @@ def _new_run(spec, trial, pipeline, seed, max_steps, pack_size) -> TrialRun:
                 "pack_size": pack_size}
     order = EpochPermutations(pipeline.num_train_examples, trial.batch_size, seed)
     return TrialRun(trial, params, order, metadata)
-
-
-def _slots(runs: list[TrialRun], width: int) -> list[int | None]:
-    """Which run (index into ``runs``) sits at each position of a pack ``width`` wide; None
-    is filler. A resumed trial takes back the position it had when it was checkpointed, in
-    a pack as wide as it was then (filler where finished trials were), because XLA's
-    rounding in a vmapped step can depend on the pack's width: this keeps a resumed trial's
-    numbers bit-identical to an uninterrupted run's."""
-    if all(run.position is None for run in runs):
-        return list(range(len(runs)))
-    slots: list[int | None] = [None] * max(width, len(runs))
-    for i, run in enumerate(runs):
-        slots[run.position] = i
-    return slots
 
 
 def _resume(run: TrialRun, checkpoint, values: dict, log) -> dict:
@@ -198,7 +177,7 @@ class _Loop:
     """The evaluation-to-evaluation loop of one group of trials at the same step."""
 
     def __init__(self, spec, store, step_fn, runs, arrays, evaluators, x_all, y_all, started,
-                 log, stop):
+                 log, stop, board=None):
         from batchscale.training.vmapped_step import stack_hyper, stack_trials
 
         self.spec, self.store, self.step_fn, self.log, self.stop = spec, store, step_fn, log, stop
@@ -212,43 +191,52 @@ class _Loop:
         keys = (*SCHEDULE_PARAMETERS[spec.schedule], *SCHEDULE_OPTIONAL_PARAMETERS[spec.schedule])
         self.hyper = stack_hyper([r.params for r in runs], keys)
         self.last_checkpoint = self.last_flush = time.time()
+        self.board = board  # the pack's goal crossings (race only)
         self.chunk_steps = 1
         self.eval_seconds = 0.0
+        self.step = real.step  # where the group stands (in_lockstep runs the one behind)
+        self.flush_seconds = FLUSH_SECONDS
+        self.started = self.stop_checkpointed = False
 
     # ---- the loop -------------------------------------------------------------------
-    def run(self) -> None:
+    def evaluations(self):
+        """Train the group evaluation by evaluation, yielding after each (``in_lockstep``)."""
         batch_size = self.runs[0].trial.batch_size
         max_steps = self.spec.max_steps[batch_size]
-        first = self._live()[0]
+        first = self.live()[0]
         step = first.step
         grid = evaluation_steps(max_steps, self.spec.evaluation.resolution)
+        self.started = True
         if not first.rows:
             self._evaluate(0)  # as the per-trial trainer: no goal is checked at step 0
         elif step in grid and first.rows[-1]["step"] < step:
             self._evaluate(step)  # checkpointed after training up to an evaluation step
             self._finish_some(step)
+        yield step
         for target in grid:
-            if not self._live():
+            if not self.live():
                 break
             if target <= step:
                 continue
             while step < target:
                 n = min(target - step, self.chunk_steps)
-                step = self._train(step, n)
+                step = self.step = self._train(step, n)
                 if self.stop.requested:
-                    self._checkpoint(step)
-                    message = (f"stopped at step {step}: {len(self._live())} trial(s) "
+                    self.checkpoint(step)
+                    self.stop_checkpointed = True
+                    message = (f"stopped at step {step}: {len(self.live())} trial(s) "
                                "checkpointed; run the pack again to resume")
                     self.log(message)
                     raise Stopped(message)
                 if time.time() - self.last_checkpoint >= self.spec.checkpoint_seconds:
-                    self._checkpoint(step)
+                    self.checkpoint(step)
             self._evaluate(step)
             self._finish_some(step)
-            if time.time() - self.last_flush > FLUSH_SECONDS:
+            if time.time() - self.last_flush > self.flush_seconds:
                 self._flush(step)
+            yield step
 
-    def _live(self) -> list[TrialRun]:
+    def live(self) -> list[TrialRun]:
         return [r for r in self.runs if not r.done]
 
     def _train(self, step: int, n: int) -> int:
@@ -285,32 +273,32 @@ class _Loop:
         trained (and ignored) until the pack ends: narrowing the stacked arrays would change
         the width of the vmapped step, and with it XLA's rounding for the trials still
         training, which a resumed pack could not reproduce step for step."""
-        for run in self._live():
+        for run in self.live():
             outcome = trial_outcome(self.spec, run.rows, run.finite, step,
-                                    self.spec.max_steps[run.trial.batch_size])
+                                    self.spec.max_steps[run.trial.batch_size], self.board)
             if outcome is not None:
                 if keeps_checkpoint(outcome[1]):  # a larger budget continues it from here
                     self._checkpoint_run(self.runs.index(run), run)
                 run.done = True
                 finish_trial(self.store, self.spec, run.trial, run.metadata, run.rows, outcome,
                              step, len(run.order.order), run.train_seconds,
-                             time.time() - self.started, self.log,
+                             time.time() - self.started, self.log, self.board,
                              compile_seconds=self.step_fn.compile_seconds,
                              evaluation_seconds=self.eval_seconds)
 
     # ---- durability -----------------------------------------------------------------
     def _flush(self, step: int) -> None:
         watched = f"val/{self.spec.goals[0].metric}"
-        for run in self._live():
+        for run in self.live():
             self.store.write_measurements(self.spec, run.trial, run.rows)
             run.metadata["steps"] = run.step
             self.store.write_metadata(self.spec, run.trial, run.metadata)
-        best = min((r.rows[-1][watched] for r in self._live()), default=math.nan)
-        self.log(f"pack of {len(self._live())} at batch size {self.runs[0].trial.batch_size}: "
+        best = min((r.rows[-1][watched] for r in self.live()), default=math.nan)
+        self.log(f"pack of {len(self.live())} at batch size {self.runs[0].trial.batch_size}: "
                  f"step {step}, best {watched} {best:.4f}")
         self.last_flush = time.time()
 
-    def _checkpoint(self, step: int) -> None:
+    def checkpoint(self, step: int) -> None:
         for position, run in enumerate(self.runs):
             if not run.done:
                 self._checkpoint_run(position, run)

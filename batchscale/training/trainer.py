@@ -17,11 +17,12 @@ import zlib
 
 import numpy as np
 
-from batchscale.core.goals import all_goals_reached
+from batchscale.core.goals import all_goals_reached, first_step_reaching
 from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished, keeps_checkpoint
 from batchscale.store.checkpoints import delete_checkpoint, read_checkpoint, write_checkpoint
+from batchscale.store.crossings import CrossingBoard
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
@@ -65,28 +66,48 @@ def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: i
 
 
 def trial_outcome(spec: StudySpec, rows: list[dict], finite: bool, step: int,
-                  max_steps: int) -> tuple[str, str] | None:
+                  max_steps: int, board: CrossingBoard | None = None) -> tuple[str, str] | None:
     """``(status, stop_reason)`` when the latest evaluation ends the trial, else None: a
     non-finite training loss or one above ``divergence_factor`` times its step-0 value
-    (INFEASIBLE, "diverged"), every goal reached (COMPLETE, "goal"), the budget spent
-    (COMPLETE, "budget"). The rule both trainers stop by."""
+    (INFEASIBLE, "diverged"); unless the protocol is ``full``, every goal reached
+    (COMPLETE, "goal"); the budget spent (COMPLETE, "budget"); under ``race``, no goal left
+    that this trial could still reach first (COMPLETE, "race": see ``raced``). The rule
+    both trainers stop by."""
     loss, initial = rows[-1]["train/cross_entropy_error"], rows[0]["train/cross_entropy_error"]
     if not finite or not math.isfinite(loss) or loss > spec.evaluation.divergence_factor * initial:
         return "INFEASIBLE", "diverged"
-    if all_goals_reached(rows, spec.goals):
+    if spec.protocol != "full" and all_goals_reached(rows, spec.goals):
         return "COMPLETE", "goal"
     if step >= max_steps:
         return "COMPLETE", "budget"
+    if spec.protocol == "race" and board is not None and raced(spec, rows, step, board.earliest()):
+        return "COMPLETE", "race"
     return None
+
+
+def raced(spec: StudySpec, rows: list[dict], step: int, earliest: dict[int, int]) -> bool:
+    """Whether every goal is either beaten by this trial or already beaten by another
+    trial of its batch size at a step <= ``step``, this trial's latest evaluation: its
+    first crossing of any goal it has not beaten would come after ``step``, so it could
+    not lower steps to result (a minimum over trials) for any goal."""
+    return all(first_step_reaching(rows, goal) is not None
+               or (i in earliest and earliest[i] <= step)
+               for i, goal in enumerate(spec.goals))
+
+
+def crossing_board(store: StudyStore, spec: StudySpec, batch_size: int) -> CrossingBoard | None:
+    """Where trials of ``batch_size`` publish and learn goal crossings (``race`` only)."""
+    return CrossingBoard(store.fs, spec.name, batch_size) if spec.protocol == "race" else None
 
 
 def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata: dict,
                  rows: list[dict], outcome: tuple[str, str], step: int, num_train_examples: int,
-                 train_seconds: float, wall_time: float, log, **extra) -> dict:
+                 train_seconds: float, wall_time: float, log, board: CrossingBoard | None = None,
+                 **extra) -> dict:
     """Record a finished trial: its measurements, then its final metadata (written last: it
     marks the trial done) with the measurements' record (rows and SHA-256 of the bytes
     written, so a reader can tell a damaged measurements.csv), then the removal of its
-    checkpoint."""
+    checkpoint; a COMPLETE trial then publishes its goal crossings on ``board``."""
     examples = step * trial.batch_size
     metadata.update(
         status=outcome[0], stop_reason=outcome[1], steps=step,
@@ -98,6 +119,9 @@ def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata:
     store.write_metadata(spec, trial, metadata)
     if not keeps_checkpoint(outcome[1]):  # a budget-stopped trial keeps it: a larger budget
         delete_checkpoint(store, spec, trial)  # continues the trial from there
+    if board is not None and outcome[0] == "COMPLETE":
+        board.publish(trial.trial_id, {i: s for i, goal in enumerate(spec.goals)
+                                       if (s := first_step_reaching(rows, goal)) is not None})
     log(f"trial {trial.batch_size}/{trial.trial_id}: {outcome[0]} ({outcome[1]}) after {step} "
         f"steps, {wall_time:.1f}s")
     return metadata
@@ -142,6 +166,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
         metadata = trial_metadata(spec, trial, params, max_steps, replicas, "fit")
         watched = f"val/{spec.goals[0].metric}"
         grid = evaluation_steps(max_steps, spec.evaluation.resolution)
+        board = crossing_board(store, spec, trial.batch_size)
 
         started = last_flush = last_checkpoint = time.time()
         train_seconds, rows, step, finite, outcome = 0.0, [], 0, True, None
@@ -185,7 +210,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
                     save()
                     last_checkpoint = time.time()
             rows.append(evaluate(step, started))
-            outcome = trial_outcome(spec, rows, finite, step, max_steps)
+            outcome = trial_outcome(spec, rows, finite, step, max_steps, board)
             if outcome is not None:
                 break
             if time.time() - last_flush > FLUSH_SECONDS:
@@ -198,7 +223,8 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
         if keeps_checkpoint(outcome[1]):  # a larger budget continues it from here
             save()
     return finish_trial(store, spec, trial, metadata, rows, outcome, step,
-                        pipeline.num_train_examples, train_seconds, time.time() - started, log)
+                        pipeline.num_train_examples, train_seconds, time.time() - started, log,
+                        board)
 
 
 def _variables(model, optimizer) -> dict[str, np.ndarray]:

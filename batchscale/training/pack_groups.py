@@ -1,0 +1,86 @@
+"""How a pack's trials are grouped for the vmapped loop, and how the groups take turns.
+
+A *group* is the trials that train vmapped together in one compiled step (``width`` of
+them at most; one on a CPU). Fresh trials fill groups in order; a trial resumed from a
+checkpoint goes back into a group as wide as the one it left, at its old position, so
+its numbers stay bit-identical (XLA's rounding in a vmapped step can depend on the
+width). ``in_lockstep`` then runs the groups interleaved, evaluation by evaluation.
+"""
+
+from __future__ import annotations
+
+from batchscale.training.stopping import Stopped
+
+
+def pack_groups(runs: list, width: int) -> list[tuple[list[int], list[int | None]]]:
+    """The groups of ``runs`` (``pack_loop.TrialRun``s, fresh or resumed), each as
+    (members: indices into ``runs``, slots: which member sits at each position, None
+    for filler), fresh groups first."""
+    groups: dict[tuple, list[int]] = {}
+    fresh = [i for i, run in enumerate(runs) if run.width is None]
+    for start in range(0, len(fresh), width):  # at most `width` trials vmapped at once
+        groups[0, -start - 1, 0] = fresh[start:start + width]
+    for i, run in enumerate(runs):
+        if run.width is not None:  # resumed: at its step, in a pack as wide as it was
+            _join_resumed(groups, runs, i)
+    out = []
+    for key in sorted(groups, key=lambda k: (k[0], -k[1], k[2])):
+        members = groups[key]
+        group_width = key[1] if key[1] > 0 else len(members)
+        out.append((members, slots_of([runs[i] for i in members], group_width)))
+    return out
+
+
+def _join_resumed(groups: dict[tuple, list[int]], runs: list, i: int) -> None:
+    """Put resumed run ``i`` into a group of runs at its step and pack width where its
+    position is free (trials of two earlier packs, e.g. several budget-stopped trials
+    trained one at a time, each held position 0), else into a new such group."""
+    run = runs[i]
+    for n in range(len(runs)):
+        members = groups.setdefault((run.step, run.width, n), [])
+        if all(runs[j].position != run.position for j in members):
+            members.append(i)
+            return
+
+
+def slots_of(runs: list, width: int) -> list[int | None]:
+    """Which run (index into ``runs``) sits at each position of a pack ``width`` wide; None
+    is filler. A resumed trial takes back the position it had when it was checkpointed, in
+    a pack as wide as it was then (filler where finished trials were), because XLA's
+    rounding in a vmapped step can depend on the pack's width: this keeps a resumed trial's
+    numbers bit-identical to an uninterrupted run's."""
+    if all(run.position is None for run in runs):
+        return list(range(len(runs)))
+    slots: list[int | None] = [None] * max(width, len(runs))
+    for i, run in enumerate(runs):
+        slots[run.position] = i
+    return slots
+
+
+def in_lockstep(loops: list, flush_seconds: float) -> None:
+    """Run a pack's groups (``pack_loop._Loop``s) interleaved, evaluation by evaluation:
+    the group furthest behind always trains next.
+
+    Each group's numbers are those it would have alone (its own arrays, the same compiled
+    step); what changes is what a trial knows when it is evaluated: under the ``race``
+    protocol the pack's earliest goal crossing is found before any trial trains past it
+    (one group after another, the first groups would train to their budgets before any
+    crossing is known). A stop request checkpoints every group that started. Groups flush
+    their progress ``len(loops)`` times less often, so a pack writes to the store as often
+    as one group did.
+    """
+    for loop in loops:
+        loop.flush_seconds = flush_seconds * len(loops)
+    running = [(loop, loop.evaluations()) for loop in loops]
+    try:
+        while running:
+            entry = min(running, key=lambda e: e[0].step)
+            try:
+                next(entry[1])
+            except StopIteration:
+                running.remove(entry)
+    except Stopped:
+        for loop, _ in running:
+            if loop.started and loop.live() and not loop.stop_checkpointed:
+                loop.checkpoint(loop.step)
+        raise
