@@ -10,7 +10,9 @@ per study (the same goal string for all, or each study's first goal) and returns
   ``normalized_steps_to_result`` when ``normalize_at`` is given);
 - overlay figures: steps to result (normalised at ``normalize_at`` when given, as in
   Figures 3–6, plus the raw curves as in Figures 15–17) and examples to result;
-- notes: curves left out of the normalised comparison, studies without the goal's metric.
+- notes: curves left out of the normalised comparison, studies without the goal's metric,
+  and where a study's early stopping makes a value an upper bound or unknown
+  (``censoring``; a goal no trial of a study could show is refused by ``load_study``).
 
 How it is shown and written (terminal text, compare.html, compare.md, compare.csv,
 compare.json) is in ``compare_pages``; ``format_comparison`` and ``write_comparison`` are
@@ -24,6 +26,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from batchscale.analysis.censoring import study_protocol
+from batchscale.analysis.censoring_notes import qualified_text
 from batchscale.analysis.compare_pages import (
     FIGURE_EXAMPLES,
     FIGURE_NORMALIZED,
@@ -139,8 +143,11 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
         if goal_column(study_goal, split) not in study.measurements.columns:
             notes.append(f"{label}: no {goal_column(study_goal, split)} column in its measurements, "
                          "so it never reaches the goal")
-        elif table[STEPS].isna().all():
+        elif table[STEPS].isna().all() and not (table["censored"] != "").any():
             notes.append(f"{label}: no batch size reached the goal")
+        if (table["censored"] != "").any():  # early stopping hid some crossings
+            notes.append(f"{label}: early stopping (protocol {study_protocol(study)}): steps to "
+                         f"result is {qualified_text(table)}")
         notes += [f"{label}: damaged file left out: {d.message}" for d in study.damaged]
         entry = ComparedStudy(label=label, study=name, name=study.name, location=study.location,
                               title=study.title, goal=study_goal.label, batch_sizes=study.batch_sizes)

@@ -1,7 +1,9 @@
 """Which trials of a study are not finished, read from the store (the source of truth).
 
 The aggregate step runs even after pack tasks failed, so the report must say what is
-missing. A trial the spec expects (``batchscale.search.trials.make_trials``) is unfinished
+missing. The study expects, at each batch size, every trial id of its search rounds (its
+study.json's ``search_rounds``, ``batchscale.core.rounds.read_rounds``: ids
+1..trials_per_batch_size until a top-up or re-search round adds more). An expected trial is unfinished
 when it has no metadata.json ("MISSING": never started, or its task died before its first
 write) or a status outside ``DONE_STATUSES`` (e.g. "INCOMPLETE": interrupted). Each notes
 whether a checkpoint lets it resume and from which step. Only our studies have a spec; the
@@ -23,10 +25,11 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from batchscale.core.names import DONE_STATUSES
-from batchscale.core.spec import StudySpec
+from batchscale.core.rounds import read_rounds
+from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import continues
-from batchscale.search.trials import make_trials
 from batchscale.store.checkpoints import CHECKPOINTS_DIR, read_checkpoint
+from batchscale.store.json_files import read_json_object
 from batchscale.store.layout import StudyStore
 
 MISSING = "MISSING"
@@ -52,6 +55,35 @@ class UnfinishedTrial:
         return asdict(self)
 
 
+def round_trial_ids(study_json: dict | None, spec: StudySpec) -> list[int]:
+    """The trial ids a batch size's search rounds hold. Rounds that ``read_rounds`` cannot
+    parse (no spec-form space) still give their ``trial_ids`` ranges; none: 1..N."""
+    try:
+        return sorted({i for r in read_rounds(study_json, spec) for i in r.trial_ids})
+    except (KeyError, TypeError, ValueError, AttributeError):
+        pass
+    ranges = []
+    for raw in (study_json or {}).get("search_rounds") or []:
+        try:
+            ranges.append(range(int(raw["trial_ids"][0]), int(raw["trial_ids"][1]) + 1))
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+    if len(ranges) <= 1:  # no rounds, or round 1 alone: it grows with trials_per_batch_size
+        ranges.append(range(1, spec.trials_per_batch_size + 1))
+    ids = {i for r in ranges for i in r}
+    return sorted(ids)
+
+
+def expected_trials(spec: StudySpec, store: StudyStore) -> list[TrialSpec]:
+    """Every trial the study expects, by batch size and id: the ids of each batch size's
+    search rounds as its study.json records them (one read per batch size)."""
+    out = []
+    for batch_size in spec.batch_sizes:
+        study_json = read_json_object(store.fs, f"{store.batch_dir(spec, batch_size)}/study.json")[0]
+        out += [TrialSpec(spec.name, batch_size, i, {}) for i in round_trial_ids(study_json, spec)]
+    return out
+
+
 def unfinished_trials(spec: StudySpec, store: StudyStore,
                       known: Mapping[tuple[int, int], str] | None = None,
                       left_out: Collection[tuple[int, int | None]] = ()) -> list[UnfinishedTrial]:
@@ -65,7 +97,7 @@ def unfinished_trials(spec: StudySpec, store: StudyStore,
     files = set(store.fs.list_files(workload, recursive=True))
     checkpoints = set(store.fs.list_files(f"{spec.name}/{CHECKPOINTS_DIR}", recursive=True))
     out = []
-    for trial in make_trials(spec):
+    for trial in expected_trials(spec, store):
         key = (trial.batch_size, trial.trial_id)
         if key in left_out or (trial.batch_size, None) in left_out:
             continue

@@ -2,8 +2,11 @@
 
 Computed from the one study reader (``study_reader.load_study``) with the one goal rule
 (``Goal.beats``, through ``steps.first_crossings``), over every loaded trial whatever its
-status, so a reader sees which trials got there and when, diverged ones included. The
-report writes it as ``goal_steps.csv``; the results API serves it as ``goal_steps()``.
+status, so a reader sees which trials got there and when, diverged ones included. Under
+an early-stopping protocol a trial that stopped before it could beat a goal is
+``censored`` for it (``censoring.trial_censoring``): its empty step means unknown, not
+never. The report writes it as ``goal_steps.csv``; the results API serves it as
+``goal_steps()``.
 """
 
 from __future__ import annotations
@@ -12,32 +15,38 @@ import math
 
 import pandas as pd
 
+from batchscale.analysis.censoring import stop_table, trial_censoring
 from batchscale.analysis.steps import first_crossings
 from batchscale.analysis.study_reader import KEYS, Study
 from batchscale.core.names import METRIC_SPLITS, effective_learning_rate
 
 GOAL_STEPS_FILE = "goal_steps.csv"  # in the report folder, <study>/report/
 GOAL_STEP_COLUMNS = ["batch_size", "trial_id", "status", "goal", "metric", "value", "direction",
-                     "split", "step", "steps_run", "learning_rate", "momentum",
-                     "effective_learning_rate", "parameters"]
+                     "split", "step", "steps_run", "stop_reason", "censored", "learning_rate",
+                     "momentum", "effective_learning_rate", "parameters"]
 
 
 def goal_steps_table(study: Study) -> pd.DataFrame:
     """One row per (trial, goal, split), trials in (batch size, id) order: status, the goal,
-    the step (NaN if never reached), the steps the trial ran, its learning rate, momentum
+    the step (NaN if never reached), the steps the trial ran, why it stopped, whether it is
+    censored for the goal (stopped early before beating it), its learning rate, momentum
     (0 without one), effective learning rate η/(1−γ) and all its metaparameters as a dict."""
     trials = study.trials
+    stops = stop_table(study)
     hits = []
     for g, goal in enumerate(study.goals):
         for s, split in enumerate(METRIC_SPLITS):
             hit = first_crossings(trials, study.measurements, goal, split)[[*KEYS, "step"]]
+            censored = trial_censoring(study, goal, split, stops)[[*KEYS, "censored"]]
+            hit = hit.merge(censored, on=KEYS, how="left")
             hits.append(hit.assign(_order=g * len(METRIC_SPLITS) + s, goal=goal.label,
                                    metric=goal.metric, value=goal.value,
                                    direction=goal.direction, split=split))
     if not hits or trials.empty:
         return pd.DataFrame(columns=GOAL_STEP_COLUMNS)
     info = trials[[*KEYS, "status"]].assign(
-        steps_run=trials["steps"], learning_rate=_column(trials, "learning_rate", math.nan),
+        steps_run=trials["steps"], stop_reason=stops["stop_reason"].to_numpy(),
+        learning_rate=_column(trials, "learning_rate", math.nan),
         momentum=_column(trials, "momentum", 0.0), parameters=_parameters(trials, study.metaparameters))
     info["effective_learning_rate"] = effective_learning_rate(info["learning_rate"], info["momentum"])
     table = info.merge(pd.concat(hits, ignore_index=True), on=KEYS)

@@ -9,9 +9,11 @@ outside the space, so the measured steps to result is only an upper bound. These
 give the tables behind those checks; the figures are in ``plots_metaparameters``.
 
 Inputs: ``trials`` has one row per trial (batch_size, trial_id, status, one column per
-metaparameter, and a boolean ``reached`` column); ``summary`` is steps to result per batch
-size for one goal (see ``steps.SUMMARY_COLUMNS``); ``search_space`` maps a batch size to
-the paper's study.json ``parameter_configs``.
+metaparameter, a boolean ``reached`` column and, under an early-stopping protocol, a
+boolean ``stopped_early``: stopped without reaching the goal, see ``censoring``);
+``summary`` is steps to result per batch size for one goal (see
+``steps.SUMMARY_COLUMNS``); ``search_space`` maps a batch size to the paper's study.json
+``parameter_configs``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from batchscale.core.edges import search_edge
 from batchscale.core.names import effective_learning_rate
 
 HEURISTIC_PARAMETERS = ("learning_rate", "effective_learning_rate")
@@ -84,9 +87,18 @@ def reached_mask(trials: pd.DataFrame) -> pd.Series:
     return reached.astype(bool) & (_status(trials) == "COMPLETE")
 
 
+def _flag(trials: pd.DataFrame, column: str) -> pd.Series:
+    if column not in trials:
+        return pd.Series(False, index=trials.index)
+    return trials[column].map(lambda v: False if _missing(v) else bool(v)).astype(bool)
+
+
 def trial_outcomes(trials: pd.DataFrame) -> pd.Series:
-    """'reached', 'not reached' (complete or incomplete) or 'infeasible' per trial."""
+    """'reached', 'not reached' (complete or incomplete: ran to its budget without
+    reaching the goal), 'stopped early' (stopped by the protocol before it could reach
+    it: unknown, not "not reached") or 'infeasible' per trial."""
     outcome = pd.Series("not reached", index=trials.index, dtype=object)
+    outcome[_flag(trials, "stopped_early")] = "stopped early"
     outcome[reached_mask(trials)] = "reached"
     outcome[_status(trials) == "INFEASIBLE"] = "infeasible"
     return outcome
@@ -129,22 +141,6 @@ def parameter_configs(search_space: dict | None, batch_size) -> dict:
     return {}
 
 
-def _unit(value: float, lo: float, hi: float, scale: str) -> float | None:
-    """Where ``value`` lies in [lo, hi] in the scale's own unit: 0 at min, 1 at max.
-
-    LOG_SCALE: log(v). REVERSE_LOG_SCALE: −log(1−v), so 1 − v is log-uniform and 1 still
-    means the largest value (momentum near 1). Falls back to linear where the transform
-    is undefined (log of a non-positive bound); None for an empty range.
-    """
-    if scale == "LOG_SCALE" and lo > 0 and hi > 0 and value > 0:
-        value, lo, hi = math.log(value), math.log(lo), math.log(hi)
-    elif scale == "REVERSE_LOG_SCALE" and lo < 1 and hi < 1 and value < 1:
-        value, lo, hi = -math.log1p(-value), -math.log1p(-lo), -math.log1p(-hi)
-    if hi == lo:
-        return None
-    return (value - lo) / (hi - lo)
-
-
 def _best_values(trials: pd.DataFrame, row: pd.Series) -> dict:
     """The best trial's metaparameters: its trials row, else the summary row itself."""
     if trials is not None and not trials.empty:
@@ -155,7 +151,7 @@ def _best_values(trials: pd.DataFrame, row: pd.Series) -> dict:
     return row.to_dict()
 
 
-def _fmt(value) -> str:
+def fmt_value(value) -> str:
     """Short, but with enough digits near 1 to tell 0.999 from 0.9999 (momentum)."""
     if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
         return str(value)
@@ -186,7 +182,7 @@ def edge_warnings(trials: pd.DataFrame, summary: pd.DataFrame, search_space: dic
             value = values.get(name)
             if _missing(value):
                 continue
-            found = _edge(value, config or {}, margin)
+            found = search_edge(value, config or {}, margin)
             if found is None:
                 continue
             edge, bounds, where = found
@@ -194,42 +190,10 @@ def edge_warnings(trials: pd.DataFrame, summary: pd.DataFrame, search_space: dic
             warnings.append({
                 "batch_size": batch, "parameter": name, "value": value, "edge": edge,
                 "range": bounds,
-                "message": (f"batch {batch}: best trial's {name} {_fmt(value)} is {where} "
-                            f"[{_fmt(bounds[0])}, {_fmt(bounds[1])}]; the paper re-searched "
+                "message": (f"batch {batch}: best trial's {name} {fmt_value(value)} is {where} "
+                            f"[{fmt_value(bounds[0])}, {fmt_value(bounds[1])}]; the paper re-searched "
                             "with a wider range in this case"),
             })
     return warnings
 
 
-def _edge(value, config: dict, margin: float):
-    """(edge, [lo, hi], wording) when ``value`` is at an end of ``config``, else None."""
-    kind = config.get("type", "")
-    if kind == "DISCRETE":
-        try:
-            points = sorted(config.get("feasible_points") or [])
-        except TypeError:  # mixed types: no order to speak of
-            return None
-        if len(points) < 3 or value not in points:
-            return None
-        bounds = [points[0], points[-1]]
-        if value == points[-1]:
-            return "max", bounds, "the largest of the feasible points"
-        if value == points[0]:
-            return "min", bounds, "the smallest of the feasible points"
-        return None
-    lo, hi = config.get("min_value"), config.get("max_value")
-    if kind not in ("DOUBLE", "INTEGER") or _missing(lo) or _missing(hi):
-        return None
-    try:
-        lo, hi, value = float(lo), float(hi), float(value)
-    except (TypeError, ValueError):
-        return None
-    position = _unit(value, lo, hi, config.get("scale", ""))
-    if position is None:
-        return None
-    near_max, near_min = position >= 1 - margin, position <= margin
-    if near_max and (not near_min or position >= 0.5):  # margin >= 0.5: the nearer end
-        return "max", [lo, hi], "at the top of the searched range"
-    if near_min:
-        return "min", [lo, hi], "at the bottom of the searched range"
-    return None

@@ -5,7 +5,7 @@
   perfect-scaling line through each curve's smallest reached batch size, optional fitted
   curves with their confidence bands, optional normalisation to one batch size.
 - ``budget_plot``: Figure 11: best validation metric against batch size under step, example
-  or epoch budgets.
+  or epoch budgets (in ``plots_budget``, importable from here).
 - ``train_vs_val_plot``: Figure 12: steps to result for the same goal measured on the
   training and on the validation metric.
 - ``best_trial_curves_plot``: each batch size's best trial's validation curve.
@@ -18,72 +18,24 @@ by drawing what there is, or a "no data" note, instead of failing.
 
 from __future__ import annotations
 
-import io
 import math
-import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from batchscale.analysis.plot_base import figure as _figure
+from batchscale.analysis.plot_base import footnote as _footnote
+from batchscale.analysis.plot_base import legend as _legend
+from batchscale.analysis.plot_base import log2_axes as _log2_axes
+from batchscale.analysis.plot_base import no_data as _no_data
+from batchscale.analysis.plot_base import numbers as _numbers
+from batchscale.analysis.plot_base import png as _png
+from batchscale.analysis.plots_budget import budget_label as budget_label
+from batchscale.analysis.plots_budget import budget_plot as budget_plot
+
 STEPS = "steps_to_result"
 EXAMPLES = "examples_to_result"
-
-
-def _figure():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt, plt.subplots(figsize=(6.4, 4.4), dpi=110)
-
-
-def _png(plt, fig, rect=None) -> bytes:
-    buffer = io.BytesIO()
-    if rect is None:
-        fig.tight_layout()
-    else:
-        fig.tight_layout(rect=rect)
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
-    if frame is None or column not in frame:
-        return np.full(0 if frame is None else len(frame), math.nan)
-    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
-
-
-def _no_data(ax, text: str, y: float = 0.5) -> None:
-    ax.text(0.5, y, text, transform=ax.transAxes, ha="center", va="center", fontsize=9,
-            color="0.4")
-
-
-def _legend(ax, **kwargs) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(handles, labels, **{"fontsize": 7, **kwargs})
-
-
-def _log2_axes(ax, xlabel: str, ylabel: str, title: str, logy: bool = True) -> None:
-    ax.set_xscale("log", base=2)
-    if logy:
-        ax.set_yscale("log", base=2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-
-
-def _footnote(fig, notes: list[str]) -> tuple[float, float, float, float] | None:
-    """Notes written under the axes; returns the tight_layout rect that leaves room for them."""
-    if not notes:
-        return None
-    lines = [line for note in notes for line in textwrap.wrap(note, 110)][:6]
-    fig.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, color="0.3", va="bottom", ha="left")
-    return (0, min(0.4, 0.035 * len(lines) + 0.01), 1, 1)
 
 
 # ---- normalisation --------------------------------------------------------------------
@@ -232,56 +184,6 @@ def _draw_fit(ax, fit, xs: np.ndarray, reference: float, column: str, color, fir
         ax.fill_between(grid[band], low[band], high[band], color=color, alpha=0.15, linewidth=0,
                         label=name if first else "_nolegend_")
     return bool(ok.any() or band.any())
-
-
-# ---- Figure 11 ------------------------------------------------------------------------
-def budget_label(kind: str, budget, train_examples: int | None = None) -> str:
-    """``"4,096 steps"``, ``"65,536 examples"`` or, for example budgets with a known
-    training-set size, ``"2.5 epochs"``."""
-    if kind == "examples" and train_examples:
-        return f"{budget / train_examples:.3g} epochs"
-    number = float(budget)
-    shown = f"{int(number):,}" if number.is_integer() else f"{number:.4g}"
-    return f"{shown} {'steps' if kind == 'steps' else 'examples'}"
-
-
-def budget_plot(best: pd.DataFrame, title: str, metric_label: str,
-                train_examples: int | None = None) -> bytes:
-    """Figure 11: the best ``metric_label`` value per batch size (log2 x) under each budget.
-
-    ``best``: ``best_under_budget``'s table (kind, budget, batch_size, best_value, ...),
-    one or both kinds; one panel per kind (step budgets, then example/epoch budgets), one
-    line per budget, labelled with ``budget_label``. NaN best values (nothing within the
-    budget) are left out of their line.
-    """
-    best = best if best is not None else pd.DataFrame()
-    usable = {"kind", "budget", "batch_size", "best_value"} <= set(best.columns)
-    kinds = [k for k in ("steps", "examples") if usable and (best["kind"] == k).any()]
-    plt, (fig, ax) = _figure()
-    axes = [ax]
-    if len(kinds) == 2:
-        fig.delaxes(ax)
-        fig.set_size_inches(11.0, 4.4)
-        axes = list(fig.subplots(1, 2))
-    for ax, kind in zip(axes, kinds or [None]):
-        rows = best[best["kind"] == kind] if kind else pd.DataFrame(columns=["budget"])
-        drawn = 0
-        for budget, group in rows.groupby("budget", sort=True):
-            group = group.sort_values("batch_size")
-            b, v = _numbers(group, "batch_size"), _numbers(group, "best_value")
-            ok = np.isfinite(b) & (b > 0) & np.isfinite(v)
-            if ok.any():
-                ax.plot(b[ok], v[ok], "o-", markersize=4,
-                        label=budget_label(kind, budget, train_examples))
-                drawn += 1
-        if not drawn:
-            _no_data(ax, "no evaluation within any budget")
-        what = {"steps": "step budgets", "examples": "epoch budgets" if train_examples
-                else "example budgets"}.get(kind, "budgets")
-        _log2_axes(ax, "batch size", f"best {metric_label}", f"{title}: {what}" if kinds else title,
-                   logy=False)
-        _legend(ax)
-    return _png(plt, fig)
 
 
 # ---- Figure 12 ------------------------------------------------------------------------

@@ -21,13 +21,17 @@ from batchscale.analysis.metaparameters import (
     reached_mask,
     trial_outcomes,
 )
-from batchscale.analysis.plots import _figure, _no_data, _png
+from batchscale.analysis.plot_base import figure as _figure
+from batchscale.analysis.plot_base import no_data as _no_data
+from batchscale.analysis.plot_base import png as _png
 
 OUTCOME_STYLE = {
     "reached": {"marker": "o", "facecolors": "tab:blue", "edgecolors": "tab:blue",
                 "label": "goal reached"},
     "not reached": {"marker": "o", "facecolors": "none", "edgecolors": "0.45",
                     "label": "goal not reached"},
+    "stopped early": {"marker": "v", "facecolors": "none", "edgecolors": "tab:orange",
+                      "label": "stopped early (goal unknown)"},
     "infeasible": {"marker": "x", "color": "tab:red", "label": "infeasible (diverged)"},
 }
 BEST_STYLE = {"marker": "*", "s": 170, "color": "gold", "edgecolors": "black", "linewidths": 0.6,
@@ -219,7 +223,7 @@ def _searched(ax, x_range, y_range) -> None:
 def _strip_panel(ax, rows: pd.DataFrame, best, configs: dict) -> None:
     """Plain SGD: learning rate on a log axis, one strip per outcome (no momentum axis)."""
     lr, outcome = _numbers(rows, "learning_rate"), trial_outcomes(rows)
-    levels = {"infeasible": 0, "not reached": 1, "reached": 2}
+    levels = {"infeasible": 0, "not reached": 1, "stopped early": 2, "reached": 3}
     ax.set_autoscale_on(False)
     ax.set_xscale("log")
     for kind, style in OUTCOME_STYLE.items():
@@ -233,7 +237,7 @@ def _strip_panel(ax, rows: pd.DataFrame, best, configs: dict) -> None:
         xs.append(best[0])
     lr_range = _range(configs, "learning_rate")
     ax.set_xlim(_log_limits(xs + list(lr_range or ()), (1e-4, 1.0)))
-    ax.set_ylim(-0.6, 2.6)
+    ax.set_ylim(-0.6, 3.6)
     _searched(ax, lr_range, None)
     ax.set_yticks(list(levels.values()), list(levels.keys()), fontsize=7)
     ax.set_xlabel("learning rate η (plain SGD)")
@@ -244,12 +248,14 @@ def lr_momentum_scatter(trials: pd.DataFrame, summary: pd.DataFrame | None,
     """Every trial in learning rate / momentum space, one panel per batch size.
 
     x = learning rate, y = 1 − momentum, both log (the paper's Figures 9 and 13). Filled
-    blue: reached the goal; hollow grey: did not (complete or incomplete); red x:
-    infeasible (diverged). Gold star: the best trial. Dashed lines: constant effective
-    learning rate η/(1−γ) at the best trial's value and factors of 10 around it. Light
-    box: the searched range, where the search space is known. More than ``max_panels``
-    batch sizes are thinned evenly. Plain SGD studies (no momentum, or all 0) get one
-    strip per outcome along a log learning-rate axis instead.
+    blue: reached the goal; hollow grey: did not (complete or incomplete); hollow orange
+    triangle: stopped early by the study's protocol before reaching it (a ``stopped_early``
+    column; unknown, not "not reached"); red x: infeasible (diverged). Gold star: the
+    best trial. Dashed lines: constant effective learning rate η/(1−γ) at the best
+    trial's value and factors of 10 around it. Light box: the searched range, where the
+    search space is known. More than ``max_panels`` batch sizes are thinned evenly. Plain
+    SGD studies (no momentum, or all 0) get one strip per outcome along a log
+    learning-rate axis instead.
     """
     trials = trials if trials is not None else pd.DataFrame()
     sizes = set(trials["batch_size"]) if "batch_size" in trials else set()
@@ -267,8 +273,9 @@ def lr_momentum_scatter(trials: pd.DataFrame, summary: pd.DataFrame | None,
         (_momentum_panel if momentum_study else _strip_panel)(ax, rows, best, configs)
         complete = int((rows["status"] == "COMPLETE").sum()) if "status" in rows else 0
         reached = int(reached_mask(rows).sum()) if "status" in rows else 0
-        ax.set_title(f"batch {batch_size}: {reached} of {complete} complete trials reached",
-                     fontsize=8)
+        early = int((trial_outcomes(rows) == "stopped early").sum()) if len(rows) else 0
+        ax.set_title(f"batch {batch_size}: {reached} of {complete} complete trials reached"
+                     + (f"\n{early} stopped early (goal unknown)" if early else ""), fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, which="major", alpha=0.25)
     if not chosen:

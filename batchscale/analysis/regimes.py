@@ -184,7 +184,7 @@ def fit_regimes(crossings: pd.DataFrame, resamples: int = 1000, level: float = 0
         return RegimeFit(False, reason, None, None, None, None, tuple(sizes), tuple(steps), 0, level, ())
     if len(sizes) < MIN_BATCH_SIZES:
         named = ", ".join(map(str, sizes)) or "none"
-        reason = (f"only {len(sizes)} batch size(s) reached the goal ({named}); "
+        reason = (f"only {len(sizes)} batch size(s) have a measured steps to result ({named}); "
                   f"at least {MIN_BATCH_SIZES} are needed to fit S_min and B_star")
         return RegimeFit(False, reason, None, None, None, None, tuple(sizes), tuple(steps), 0, level, ())
     log_b = np.log(np.array(sizes, dtype=float))

@@ -21,14 +21,18 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from batchscale.analysis import plots, plots_metaparameters
+from batchscale.analysis.censoring import stop_table, study_protocol, trial_censoring
+from batchscale.analysis.censoring_notes import censoring_notes
 from batchscale.analysis.completeness import UnfinishedTrial, unfinished_trials
 from batchscale.analysis.goal_steps import GOAL_STEPS_FILE, goal_steps_table
 from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
 from batchscale.analysis.regimes import RegimeFit, fit_regimes
+from batchscale.analysis.report_figures import report_figures
+from batchscale.analysis.search_rounds import batch_rounds, planned_ids, rounds_table, trial_cap_notes
 from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
 from batchscale.analysis.study_files import Damage, damaged_trials
 from batchscale.analysis.study_reader import Study, load_study
+from batchscale.analysis.training_cost import training_cost
 from batchscale.core.trial_state import continues
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
@@ -46,12 +50,19 @@ class Analysis:
     trial's metaparameters per batch size with the scaling heuristics (first goal);
     ``warnings``: search-space edge warnings (dicts as summary.json holds them, each with a
     ``message``); ``counts``: trials per batch size; ``budgets``: best validation metric
-    under step and example budgets; ``trials``: ``study.trials`` with a ``reached`` flag
-    (first goal); ``notes``: caveats of the fits; ``figures``: file name -> (PNG, caption);
+    under step and example budgets (``censored``: early stopping may hide a better one);
+    ``trials``: ``study.trials`` with ``reached`` and ``stopped_early`` flags (first goal,
+    validation); ``notes``: caveats of the fits; ``figures``: file name -> (PNG, caption);
     ``goal_steps``: the per-trial goal table (``goal_steps.goal_steps_table``);
     ``unfinished``: the trials the study's spec expects that are missing or not finished
     (``completeness.unfinished_trials``; always empty without a spec: the paper's data);
     ``damaged``: the files the study reader could not use, each with what it left out.
+    ``protocol``: the study's stopping protocol (``censoring.study_protocol``);
+    ``censoring``: what each steps table is based on under it (``censoring_notes``);
+    ``rounds``: per batch size and search round, what it searched and found
+    (``search_rounds.rounds_table``), ``round_notes``: whether each batch size has the
+    non-divergent trials the spec wants; ``cost``: trained steps and examples against what
+    protocol full would have trained (``training_cost``).
     """
 
     study: Study
@@ -66,6 +77,11 @@ class Analysis:
     figures: dict[str, tuple[bytes, str]]
     goal_steps: pd.DataFrame
     unfinished: list[UnfinishedTrial] = field(default_factory=list)
+    protocol: str = "full"
+    censoring: list[str] = field(default_factory=list)
+    rounds: pd.DataFrame = field(default_factory=pd.DataFrame)
+    round_notes: list[str] = field(default_factory=list)
+    cost: dict = field(default_factory=dict)
 
     @property
     def damaged(self) -> list[Damage]:
@@ -73,9 +89,14 @@ class Analysis:
 
     @property
     def expected_trials(self) -> int | None:
-        """How many trials the study's spec asks for (None without a spec)."""
+        """How many trials the study's spec and search rounds ask for (None without a
+        spec): every id of each batch size's rounds, at least trials_per_batch_size."""
         spec = self.study.spec
-        return None if spec is None else len(spec.batch_sizes) * spec.trials_per_batch_size
+        if spec is None:
+            return None
+        rounds = {b: batch_rounds(self.study.study_json.get(b) or {}, [], spec.trials_per_batch_size)
+                  for b in spec.batch_sizes}
+        return sum(len(planned_ids(r)) for r in rounds.values())
 
 
 def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: int = 1000,
@@ -90,6 +111,11 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
     trials = study.trials.merge(reached[["batch_size", "trial_id", "reached"]],
                                 on=["batch_size", "trial_id"], how="left")
     trials["reached"] = trials["reached"].astype("boolean").fillna(False).astype(bool)
+    stops = stop_table(study)
+    censored = trial_censoring(study, primary, "val", stops)[["batch_size", "trial_id", "censored"]]
+    trials = trials.merge(censored.rename(columns={"censored": "stopped_early"}),
+                          on=["batch_size", "trial_id"], how="left")
+    trials["stopped_early"] = trials["stopped_early"].astype("boolean").fillna(False).astype(bool)
     optimal = optimal_metaparameters(val[primary.label])
     warnings = edge_warnings(trials, val[primary.label], study.search_space)
     counts = trial_counts(trials)
@@ -100,10 +126,14 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                           example_budgets or default_budgets(study, "examples"), "examples",
                           direction=primary.direction)], ignore_index=True)
     notes = [f"{label}: {note}" for label, fit in fits.items() for note in _fit_notes(fit)]
-    figures = _figures(study, steps, val, fits, budgets, optimal, trials)
+    protocol = study_protocol(study)
+    figures = report_figures(study, steps, val, fits, budgets, optimal, trials, protocol)
     return Analysis(study=study, steps=steps, fits=fits, optimal=optimal, warnings=warnings,
                     counts=counts, budgets=budgets, trials=trials, notes=notes, figures=figures,
-                    goal_steps=goal_steps_table(study), unfinished=_unfinished(study))
+                    goal_steps=goal_steps_table(study), unfinished=_unfinished(study),
+                    protocol=protocol, censoring=censoring_notes(study, steps),
+                    rounds=rounds_table(study, crossed[primary.label]),
+                    round_notes=trial_cap_notes(study), cost=training_cost(study))
 
 
 def _unfinished(study: Study) -> list[UnfinishedTrial]:
@@ -125,59 +155,9 @@ def _fit_notes(fit) -> list[str]:
     return list(fit.notes) if fit.fitted else [f"no regime fit: {fit.reason}"]
 
 
-def _figures(study, steps, val, fits, budgets, optimal, trials) -> dict[str, tuple[bytes, str]]:
-    """file name -> (PNG, caption)."""
-    primary = study.goals[0]
-    out = {"steps_to_result.png": (
-        plots.steps_to_result_plot(val, study.title, fits=fits),
-        "Steps to result against batch size (log2-log2), one line per goal; dashed: perfect "
-        "scaling through the smallest batch size; solid band: fit S = S_min(1 + B*/B) with its "
-        "bootstrap interval (Figures 1, 2).")}
-    train = steps[(steps["goal"] == primary.label) & (steps["split"] == "train")]
-    if train["steps_to_result"].notna().any():
-        out["train_vs_val.png"] = (
-            plots.train_vs_val_plot(val[primary.label], train, f"{study.name}: {primary.label}"),
-            "The same goal measured on the training and the validation metric (Figure 12).")
-    for kind in ("steps", "examples"):
-        table = budgets[budgets["kind"] == kind]
-        if table["best_value"].notna().any():
-            out[f"budget_{kind}.png"] = (
-                plots.budget_plot(table, study.name,
-                                  f"validation {primary.metric.replace('_', ' ')}",
-                                  train_examples=study.train_examples),
-                f"Best validation {primary.metric} reached within each {kind[:-1]} budget, "
-                "over all counted trials (Figure 11).")
-    out["optimal_metaparameters.png"] = (
-        plots_metaparameters.optimal_metaparameters_plot(optimal, f"{study.name}: {primary.label}"),
-        "The best trial's learning rate, momentum and effective learning rate η/(1−γ) at each "
-        "batch size, with linear and square-root scaling heuristics from the smallest batch "
-        "size (Figures 8, 21, 22).")
-    out["lr_momentum.png"] = (
-        plots_metaparameters.lr_momentum_scatter(trials, val[primary.label], study.search_space,
-                                                 f"{study.name}: {primary.label}"),
-        "Every trial's learning rate and 1 − momentum per batch size: goal reached, not "
-        "reached, infeasible; dashed lines of constant effective learning rate; star: the "
-        "best trial (Figures 9, 13).")
-    curves = _best_curves(study, val[primary.label])
-    if curves:
-        out["best_trial_curves.png"] = (
-            plots.best_trial_curves_plot(curves, primary.metric, primary.value,
-                                         f"best trial per batch size ({primary.label})"),
-            "Validation metric of each batch size's best trial against step.")
-    return out
-
-
-def _best_curves(study: Study, summary: pd.DataFrame) -> dict[int, pd.DataFrame]:
-    rows = study.measurements
-    curves = {}
-    for r in summary.dropna(subset=["steps_to_result"]).itertuples():
-        trial = rows[(rows["batch_size"] == r.batch_size) & (rows["trial_id"] == r.best_trial)]
-        curves[int(r.batch_size)] = trial.sort_values("step")
-    return curves
-
-
 def summary_json(analysis: Analysis) -> dict:
-    """The report's numbers as one JSON document (what summary.json holds)."""
+    """The report's numbers as one JSON document (what summary.json holds); the keys on
+    early stopping, rounds and training cost come last (older readers see a prefix)."""
     study = analysis.study
 
     def records(frame):
@@ -195,6 +175,9 @@ def summary_json(analysis: Analysis) -> dict:
         "expected_trials": analysis.expected_trials,
         "unfinished": [u.to_dict() for u in analysis.unfinished],
         "damaged": [d.to_dict() for d in analysis.damaged],
+        "protocol": analysis.protocol, "censoring": analysis.censoring,
+        "search_rounds": records(analysis.rounds), "search_round_notes": analysis.round_notes,
+        "training_cost": analysis.cost,
     }
 
 

@@ -9,13 +9,22 @@ from __future__ import annotations
 import pandas as pd
 
 from batchscale.analysis import html as h
+from batchscale.analysis.censoring import stopping_goals
 from batchscale.analysis.completeness import NO_CHECKPOINT, RESUME_HINT, unfinished_line, unfinished_table
+from batchscale.analysis.protocol_pages import (
+    early_stopping_html,
+    early_stopping_markdown,
+    protocol_methods,
+    rounds_html,
+    rounds_markdown,
+)
 from batchscale.analysis.study_files import REMEDY, damaged_line
 
 DAMAGED_TITLE = "Damaged or unreadable files"
 
-STEP_COLUMNS = ["batch_size", "steps_to_result", "examples_to_result", "reached", "complete",
-                "infeasible", "best_trial", "learning_rate", "momentum", "effective_learning_rate"]
+STEP_COLUMNS = ["batch_size", "steps_to_result", "censored", "examples_to_result", "reached",
+                "complete", "infeasible", "best_trial", "learning_rate", "momentum",
+                "effective_learning_rate"]
 
 METHODS = (
     "Steps to result: per batch size, the earliest evaluation step at which any counted trial "
@@ -56,8 +65,19 @@ def _level(analysis) -> tuple[float, int]:
     return (fitted[0].level, fitted[0].resamples) if fitted else (0.95, 0)
 
 
-def _methods(study, level: float, resamples: int) -> str:
-    return METHODS.format(counted="/".join(study.counted), level=level, resamples=resamples)
+def _methods(analysis, level: float, resamples: int) -> str:
+    text = METHODS.format(counted="/".join(analysis.study.counted), level=level,
+                          resamples=resamples)
+    return f"{text} {protocol_methods(analysis)}".strip()
+
+
+def _stopped_at(analysis) -> str:
+    """", which stopped trials at G" when the goals analysed are not the ones the trials
+    were stopped at (a --goal on an early-stopping study)."""
+    own = stopping_goals(analysis.study)
+    if analysis.protocol == "full" or not own or set(own) == set(analysis.study.goals):
+        return ""
+    return f", which stopped trials at {', '.join(g.label for g in own)}"
 
 
 def _intro(analysis) -> str:
@@ -71,8 +91,10 @@ def _intro(analysis) -> str:
     else:
         sizes = "no trials yet"  # every pack task failed before its first trial was written
     return (f"{study.dataset} / {study.model} / {study.optimizer}; {sizes}; "
-            f"goals {', '.join(g.label for g in study.goals)}; counted statuses "
-            f"{'/'.join(study.counted)}; read from {study.location} ({study.layout} layout).")
+            f"goals {', '.join(g.label for g in study.goals)}; protocol {analysis.protocol}"
+            f"{_stopped_at(analysis)}; "
+            f"counted statuses {'/'.join(study.counted)}; read from {study.location} "
+            f"({study.layout} layout).")
 
 
 def _damaged(analysis) -> list[str]:
@@ -128,7 +150,7 @@ def report_html(analysis) -> str:
     study, steps = analysis.study, analysis.steps
     level, resamples = _level(analysis)
     body = [f"<h1>{h.esc(study.title)}</h1>", f'<p class="note">{h.esc(_intro(analysis))}</p>',
-            *damaged_html(analysis), *unfinished_html(analysis),
+            *damaged_html(analysis), *unfinished_html(analysis), *early_stopping_html(analysis),
             "<h2>Regimes</h2>", h.table(regimes_table(analysis.fits)),
             "".join(f'<p class="note">{h.esc(n)}</p>' for n in analysis.notes)]
     if analysis.warnings:
@@ -138,11 +160,11 @@ def report_html(analysis) -> str:
     for split, title in (("val", "Steps to result (validation)"), ("train", "Steps to result (training)")):
         for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
             body += [f"<h2>{title}: {h.esc(goal)}</h2>", h.table(group, STEP_COLUMNS)]
-    body += ["<h2>Trials per batch size</h2>", h.table(analysis.counts),
+    body += ["<h2>Trials per batch size</h2>", h.table(analysis.counts), *rounds_html(analysis),
              "<h2>Optimal metaparameters</h2>", h.table(analysis.optimal),
              "<h2>Best validation metric under budgets</h2>", h.table(analysis.budgets),
              "<h2>Methods</h2>",
-             f'<p class="note">{h.esc(_methods(study, level, resamples))}</p>']
+             f'<p class="note">{h.esc(_methods(analysis, level, resamples))}</p>']
     return h.page(f"batchscale: {study.name}", "\n".join(body))
 
 
@@ -150,7 +172,7 @@ def report_markdown(analysis) -> str:
     study, steps = analysis.study, analysis.steps
     level, resamples = _level(analysis)
     lines = [f"# {study.title}", "", _intro(analysis), "", *damaged_markdown(analysis),
-             *unfinished_markdown(analysis),
+             *unfinished_markdown(analysis), *early_stopping_markdown(analysis),
              "## Regimes", "",
              *h.markdown_table(regimes_table(analysis.fits)), ""]
     lines += [f"- {n}" for n in analysis.notes]
@@ -160,18 +182,23 @@ def report_markdown(analysis) -> str:
         for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
             lines += ["", f"## Steps to result, {title} {goal}", "", *h.markdown_table(group, STEP_COLUMNS)]
     lines += ["", "## Trials per batch size", "", *h.markdown_table(analysis.counts), "",
-              "## Methods", "", _methods(study, level, resamples), "",
+              *rounds_markdown(analysis),
+              "## Methods", "", _methods(analysis, level, resamples), "",
               "Figures: " + ", ".join(analysis.figures) + " (embedded in report.html).", ""]
     return "\n".join(lines)
 
 
 def format_table(summary: pd.DataFrame) -> str:
-    """A plain-text table per goal and split, for the terminal."""
+    """A plain-text table per goal and split, for the terminal (a steps_to_result.csv
+    written before a column existed shows without it)."""
     out = []
+    columns = [c for c in STEP_COLUMNS if c in summary]
+    if "censored" in summary:
+        summary = summary.assign(censored=summary["censored"].fillna(""))
     for (goal, split), group in summary.groupby(["goal", "split"], sort=False):
         out.append(f"goal {goal} ({split})")
-        rows = [[h.fmt(v) for v in r] for r in group[STEP_COLUMNS].itertuples(index=False)]
-        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(STEP_COLUMNS)]
-        out.append("  ".join(c.rjust(w) for c, w in zip(STEP_COLUMNS, widths)))
+        rows = [[h.fmt(v) for v in r] for r in group[columns].itertuples(index=False)]
+        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+        out.append("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
         out += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
     return "\n".join(out)

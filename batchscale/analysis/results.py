@@ -74,12 +74,15 @@ class StudyResults:
         return self.study.measurements.copy()
 
     def goal_steps(self) -> pd.DataFrame:
-        """Per trial, goal and split (val, train): the first step that beats the goal."""
+        """Per trial, goal and split (val, train): the first step that beats the goal, why
+        the trial stopped and whether it stopped early before it could (``censored``)."""
         return goal_steps_table(self.study)
 
     def steps_to_result(self, split: str = "val") -> pd.DataFrame:
         """Per goal and batch size: steps and examples to result, the best trial and its
-        metaparameters, and how many trials completed, diverged and reached the goal."""
+        metaparameters, how many trials completed, diverged and reached the goal, and what
+        early stopping leaves unknown (``censored``: "" exact, "upper bound", "stopped
+        early"; ``stopped_early``: the trials behind it; see ``censoring``)."""
         return all_steps_to_result(self.study, splits=(split,))
 
 

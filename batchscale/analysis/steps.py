@@ -7,6 +7,12 @@ the earliest evaluation step at which any trial beat the goal, ties to the lower
 (the best trial). A step budget keeps rows with step <= budget; an example budget keeps
 rows with batch_size * step <= budget (Figure 11). The best value under a budget is the
 best metric value among the kept rows (ties to the earlier step, then the lower id).
+
+Under an early-stopping protocol (``goal``, ``race``) some curves end early; each value
+says whether that could have hidden a better one (``censoring``): steps to result's
+``censored`` is "" (exact), "upper bound" or "stopped early" (no trial beat the goal but
+some stopped before they could), with ``stopped_early`` the trials behind it; a best
+value under a budget is ``censored`` when a trial there stopped early inside the budget.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from batchscale.analysis.censoring import budget_censored, qualifiers, stop_table
 from batchscale.core.goals import Goal
 from batchscale.core.names import METRIC_SPLITS as SPLITS
 from batchscale.core.names import effective_learning_rate
@@ -23,8 +30,9 @@ from batchscale.core.names import effective_learning_rate
 SUMMARY_COLUMNS = [
     "goal", "split", "batch_size", "trials", "complete", "incomplete", "infeasible", "reached",
     "steps_to_result", "examples_to_result", "best_trial", "learning_rate", "momentum",
-    "effective_learning_rate",
+    "effective_learning_rate", "censored", "stopped_early",
 ]
+BUDGET_COLUMNS = ["kind", "budget", "batch_size", "best_value", "trial_id", "step", "censored"]
 
 
 def goal_column(goal: Goal, split: str) -> str:
@@ -63,7 +71,8 @@ def crossings(study, goal: Goal, split: str = "val") -> pd.DataFrame:
 
 def steps_to_result(study, goal: Goal, split: str = "val", step_budget=None,
                     example_budget=None) -> pd.DataFrame:
-    """One row per batch size of the study (see SUMMARY_COLUMNS); NaN where no trial reached."""
+    """One row per batch size of the study (see SUMMARY_COLUMNS); NaN where no trial reached.
+    ``censored``/``stopped_early``: what early stopping leaves unknown (``censoring.qualifiers``)."""
     column = goal_column(goal, split)
     rows = _budgeted(study.counted_measurements(), step_budget, example_budget)
     if column in rows.columns:
@@ -92,6 +101,11 @@ def steps_to_result(study, goal: Goal, split: str = "val", step_budget=None,
                        learning_rate=lr, momentum=momentum,
                        effective_learning_rate=effective_learning_rate(lr, momentum))
         records.append(row)
+    found = {r["batch_size"]: r["steps_to_result"] for r in records}
+    marks = qualifiers(study, goal, split, found, step_budget=step_budget,
+                       example_budget=example_budget)
+    for row in records:
+        row["censored"], row["stopped_early"] = marks.get(row["batch_size"], ("", 0))
     return pd.DataFrame.from_records(records, columns=SUMMARY_COLUMNS)
 
 
@@ -114,14 +128,18 @@ def best_under_budget(study, metric: str, budgets, kind: str = "steps", split: s
     """Best ``<split>/<metric>`` per batch size among rows within each budget (Figure 11).
 
     ``kind`` "steps" (step <= budget) or "examples" (batch_size * step <= budget). Columns:
-    kind, budget, batch_size, best_value (NaN when no finite row fits), trial_id, step.
+    kind, budget, batch_size, best_value (NaN when no finite row fits), trial_id, step,
+    censored (a trial of that batch size stopped early inside the budget: its later values
+    are unknown, so the true best could be better; ``censoring.budget_censored``).
     """
     if kind not in ("steps", "examples"):
         raise ValueError(f"budget kind: {kind!r} must be 'steps' or 'examples'")
     column = f"{split}/{metric}"
     rows = study.counted_measurements()
+    stops = stop_table(study)
     records = []
     for budget in budgets:
+        censored = budget_censored(study, kind, budget, stops)
         kept = _budgeted(rows, **{"step_budget" if kind == "steps" else "example_budget": budget})
         if column in kept.columns:
             kept = kept[np.isfinite(kept[column].astype(float))]
@@ -135,9 +153,9 @@ def best_under_budget(study, metric: str, budgets, kind: str = "steps", split: s
             records.append({"kind": kind, "budget": budget, "batch_size": batch_size,
                             "best_value": float(best.loc[batch_size, column]) if hit else math.nan,
                             "trial_id": int(best.loc[batch_size, "trial_id"]) if hit else None,
-                            "step": int(best.loc[batch_size, "step"]) if hit else None})
-    return pd.DataFrame.from_records(
-        records, columns=["kind", "budget", "batch_size", "best_value", "trial_id", "step"])
+                            "step": int(best.loc[batch_size, "step"]) if hit else None,
+                            "censored": batch_size in censored})
+    return pd.DataFrame.from_records(records, columns=BUDGET_COLUMNS)
 
 
 def default_budgets(study, kind: str, count: int = 3) -> list[int]:

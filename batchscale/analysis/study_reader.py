@@ -27,11 +27,11 @@ in ``Study.trials`` so they can be counted, but never reach a goal.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pandas as pd
 
+from batchscale.analysis.censoring import refuse_unmeasurable, study_json_goals
 from batchscale.analysis.study_files import (
     Damage,
     find_workload,
@@ -119,8 +119,11 @@ def load_study(location: str, goals=None, num_trials: int | None = None,
 
     ``goals``: Goals or goal strings (``batchscale.core.goals.parse_goal``), each checked
     against the metrics the trials measured; default: the study spec's, or the workload
-    registry's goal (the paper's Figure 1 goal) for the paper's data. Raises
-    ``UnreadableStudy`` when no batch size could be read.
+    registry's goal (the paper's Figure 1 goal) for the paper's data. A given goal that
+    the study's early stopping made unmeasurable (stricter than the goals its trials
+    stopped at, and no trial ran to its budget) is refused with one line
+    (``censoring.refuse_unmeasurable``). Raises ``UnreadableStudy`` when no batch size
+    could be read.
     """
     bad = sorted(set(statuses) - set(STATUSES))
     if bad or not statuses:
@@ -156,12 +159,15 @@ def load_study(location: str, goals=None, num_trials: int | None = None,
     measurements = measurements.merge(trials[KEYS], on=KEYS)
     metadata = metadata.merge(trials[KEYS], on=KEYS)
     goal_list = _resolve_goals(goals, spec, dataset, model, measurements, study_json)
-    return Study(name=name, location=fs.url(workload_path) if workload_path else location,
+    study = Study(name=name, location=fs.url(workload_path) if workload_path else location,
                  dataset=dataset, model=model, optimizer=optimizer,
                  layout="batchscale" if spec else "paper", goals=goal_list, trials=trials,
                  measurements=measurements, metadata=metadata, study_json=study_json, spec=spec,
                  counted=tuple(statuses), train_examples=_train_examples(spec),
                  damaged=damaged)
+    if goals:  # a goal the protocol stopped the trials short of is refused, not "not reached"
+        refuse_unmeasurable(study)
+    return study
 
 
 def _ours(study_json: dict[int, dict]) -> bool:
@@ -259,7 +265,7 @@ def _resolve_goals(goals, spec, dataset, model, measurements, study_json) -> tup
         return tuple(resolved)
     if spec is not None:
         return tuple(spec.goals)
-    ours = _study_json_goals(study_json)
+    ours = study_json_goals(study_json)
     if ours:
         return ours
     default = default_goal(dataset, model)
@@ -267,17 +273,6 @@ def _resolve_goals(goals, spec, dataset, model, measurements, study_json) -> tup
         return (default,)
     raise SpecError(f"goal: no default goal for {dataset}/{model}; pass one (e.g. --goal "
                     f"classification_error<0.3); defaults exist for {', '.join(paper_workloads())}")
-
-
-def _study_json_goals(study_json: dict[int, dict]) -> tuple[Goal, ...]:
-    """The goals our study.json files carry (the same at every batch size), or ()."""
-    found = {json.dumps(s.get("goals"), sort_keys=True) for s in study_json.values()}
-    if len(found) != 1:
-        return ()
-    try:
-        return tuple(Goal(**g) for g in json.loads(found.pop()) or ())
-    except (TypeError, ValueError):
-        return ()
 
 
 def _train_examples(spec: StudySpec | None) -> int | None:

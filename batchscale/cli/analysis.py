@@ -9,7 +9,9 @@
 STUDY is one of our studies (STORE/STUDY) or a folder of the paper's released database
 (one workload for compare); local paths and gs:// URLs both work. Thin: the work is in
 batchscale.analysis. Errors are SpecError / ValueError / FileNotFoundError, which the
-CLI's root prints as one ``batchscale: error: ...`` line (exit 2). Files of the study that
+CLI's root prints as one ``batchscale: error: ...`` line (exit 2); a ``--goal`` stricter
+than the goals an early-stopping study stopped its trials at, where no trial ran to its
+budget, is one of them (``batchscale.analysis.censoring``). Files of the study that
 could not be read or believed (``batchscale.analysis.study_files``) are left out of the
 report, named one per line on stderr, and make ``report`` exit 3 (``EXIT_DAMAGED``), the
 report written all the same. ``print_stored_report`` is also what ``run --local`` prints
@@ -54,7 +56,10 @@ def add_report_command(sub) -> None:
                                    "gs://b/p/study) or a folder in the paper's released layout")
     rep.add_argument("--goal", action="append", metavar="METRIC<VALUE",
                      help="goal(s) to analyse, e.g. classification_error<0.3 or "
-                          "average_precision>0.31 (default: the study's, or the paper's Figure 1 goal)")
+                          "average_precision>0.31 (default: the study's, or the paper's Figure 1 "
+                          "goal); a goal stricter than those an early-stopping study stopped "
+                          "its trials at is marked exact / upper bound / stopped early, or "
+                          "refused when no trial ran to its budget")
     rep.add_argument("--trials", type=int, metavar="N",
                      help="only the first N trials (lowest ids) of each batch size")
     rep.add_argument("--statuses", default="COMPLETE", metavar="S[,S]",
@@ -113,7 +118,8 @@ def print_damaged(damaged: list[dict] | None) -> int:
 
 
 def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = None) -> None:
-    """The validation tables, each goal's regimes, warnings and where the report is."""
+    """The validation tables, each goal's regimes, warnings, what early stopping leaves
+    unknown, batch sizes short of non-divergent trials and where the report is."""
     from batchscale.analysis.report_pages import format_table
 
     print(format_table(steps[steps["split"] == "val"]))
@@ -128,6 +134,12 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
         print(f"warning: {warning['message']}")
     for note in doc.get("notes") or []:
         print(f"note: {note}")
+    for note in doc.get("censoring") or []:  # what early stopping leaves unknown (the
+        if "an upper bound at" in note or "unknown (stopped early)" in note:  # report has all)
+            print(f"early stopping: {note}")
+    for note in doc.get("search_round_notes") or []:
+        if " non-divergent: " in note:  # a batch size short of the trials it wants
+            print(f"search: {note}")
     unfinished, expected = doc.get("unfinished") or [], doc.get("expected_trials")
     if unfinished and expected:
         resumable = sum(u.get("resume_step") is not None for u in unfinished)

@@ -62,7 +62,9 @@ def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, cap
     assert list(doc) == ["study", "location", "layout", "workload", "counted_statuses", "goals",
                          "steps_to_result", "regimes", "optimal_metaparameters", "budgets",
                          "trial_counts", "search_space_warnings", "notes", "expected_trials",
-                         "unfinished", "damaged"]
+                         "unfinished", "damaged", "protocol", "censoring", "search_rounds",
+                         "search_round_notes", "training_cost"]
+    assert doc["protocol"] == "full"  # the paper's database: every trial to its budget
     assert doc["expected_trials"] is None and doc["unfinished"] == []  # no spec
     assert doc["damaged"] == []
     assert f"report: {url}/report/report.html" in capsys.readouterr().out

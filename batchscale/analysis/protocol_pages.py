@@ -1,0 +1,80 @@
+"""The report's sections on how the study was run: its stopping protocol and search rounds.
+
+Rendered from a ``report.Analysis`` (read only, like ``report_pages``): "Early stopping"
+(what each steps table is based on, ``censoring_notes``), "Search rounds" (per batch size
+and round, ``search_rounds.rounds_table``, and whether each batch size has the
+non-divergent trials its spec wants) and the methods' paragraph on the protocol with the
+trained steps against what ``full`` would have trained (``training_cost``).
+"""
+
+from __future__ import annotations
+
+from batchscale.analysis import html as h
+from batchscale.analysis.training_cost import cost_sentence
+
+ROUND_PAGE_COLUMNS = ["batch_size", "round", "trial_ids", "non_divergent", "search_space",
+                      "reason", "best_trial", "steps_to_result", "edge_warning"]
+
+PROTOCOLS_TEXT = {
+    "full": "every trial trained to its step budget (the paper's protocol), so every curve "
+            "is whole and nothing is censored.",
+    "goal": "a trial stopped once it beat every goal of the study.",
+    "race": "a trial stopped once it beat every goal of the study, or once its evaluated step "
+            "reached the earliest crossing another trial of its batch size had made of each "
+            "goal it had not beaten (steps to result, a minimum, cannot change).",
+}
+CENSORING_METHOD = (
+    "Neither early stop changes steps to the study's goals, nor to a goal they imply (same "
+    "metric, no stricter) on the validation metric. For any other goal or the training "
+    "metric, a trial that stopped early without beating the goal is censored at its last "
+    "step: steps to result is exact where every such trial stopped at or after the value "
+    "found, an upper bound where some stopped before it, and unknown ('stopped early', not "
+    "'not reached') where no trial beat the goal and some stopped early (the steps tables' "
+    "censored column). A best value under a budget is censored when a trial of its batch "
+    "size stopped early inside the budget (hollow in Figure 11).")
+
+
+def protocol_methods(analysis) -> str:
+    """The methods' paragraph: the protocol, what it censors, what it trained."""
+    protocol = analysis.protocol
+    rules = " ".join(f"Protocol {p}: {PROTOCOLS_TEXT[p]}" for p in protocol.split("+")
+                     if p in PROTOCOLS_TEXT)
+    text = rules + ("" if protocol == "full" else f" {CENSORING_METHOD}")
+    cost = cost_sentence(analysis.cost)
+    return f"{text} {cost}".strip()
+
+
+def early_stopping_html(analysis) -> list[str]:
+    if not analysis.censoring:
+        return []
+    return ['<h2 id="early-stopping">Early stopping</h2>', h.warnings(analysis.censoring)]
+
+
+def early_stopping_markdown(analysis) -> list[str]:
+    if not analysis.censoring:
+        return []
+    return ["## Early stopping", "", *(f"- **{n}**" for n in analysis.censoring), ""]
+
+
+def _rounds(analysis):
+    table = analysis.rounds
+    if table is None or table.empty:
+        return None
+    return table.astype(object).where(table.notna(), None)
+
+
+def rounds_html(analysis) -> list[str]:
+    """The "Search rounds" section: one row per batch size and round, then the notes."""
+    table = _rounds(analysis)
+    if table is None:
+        return []
+    return ['<h2 id="search-rounds">Search rounds</h2>', h.table(table, ROUND_PAGE_COLUMNS),
+            *(f'<p class="note">{h.esc(n)}</p>' for n in analysis.round_notes)]
+
+
+def rounds_markdown(analysis) -> list[str]:
+    table = _rounds(analysis)
+    if table is None:
+        return []
+    return ["## Search rounds", "", *h.markdown_table(table, ROUND_PAGE_COLUMNS), "",
+            *(f"- {n}" for n in analysis.round_notes), *([""] if analysis.round_notes else [])]

@@ -1,0 +1,70 @@
+"""The report's figures, as PNG bytes with captions, for one analysed study.
+
+``report.analyse`` computes the tables; ``report_figures`` draws what they show (the
+paper's Figures 1, 2, 8, 9, 11, 12, 13, 21, 22 and the best trials' curves), so the
+analysis and its drawing stay apart and each module stays readable.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from batchscale.analysis import plots, plots_metaparameters
+from batchscale.analysis.study_reader import Study
+
+CENSORED_CAPTION = ("; hollow: censored by early stopping (a trial there stopped before the "
+                    "budget, so the true best may be better).")
+
+
+def report_figures(study: Study, steps, val, fits, budgets, optimal, trials,
+                   protocol: str | None = None) -> dict[str, tuple[bytes, str]]:
+    """file name -> (PNG, caption). ``protocol`` names the early stopping that censored
+    the hollow budget points (``best_under_budget``'s ``censored``)."""
+    primary = study.goals[0]
+    out = {"steps_to_result.png": (
+        plots.steps_to_result_plot(val, study.title, fits=fits),
+        "Steps to result against batch size (log2-log2), one line per goal; dashed: perfect "
+        "scaling through the smallest batch size; solid band: fit S = S_min(1 + B*/B) with its "
+        "bootstrap interval (Figures 1, 2).")}
+    train = steps[(steps["goal"] == primary.label) & (steps["split"] == "train")]
+    if train["steps_to_result"].notna().any():
+        out["train_vs_val.png"] = (
+            plots.train_vs_val_plot(val[primary.label], train, f"{study.name}: {primary.label}"),
+            "The same goal measured on the training and the validation metric (Figure 12).")
+    for kind in ("steps", "examples"):
+        table = budgets[budgets["kind"] == kind]
+        hollow = bool(table["censored"].astype(bool).any()) if "censored" in table else False
+        if table["best_value"].notna().any():
+            out[f"budget_{kind}.png"] = (
+                plots.budget_plot(table, study.name,
+                                  f"validation {primary.metric.replace('_', ' ')}",
+                                  train_examples=study.train_examples, protocol=protocol),
+                f"Best validation {primary.metric} reached within each {kind[:-1]} budget, "
+                "over all counted trials (Figure 11)" + (CENSORED_CAPTION if hollow else "."))
+    out["optimal_metaparameters.png"] = (
+        plots_metaparameters.optimal_metaparameters_plot(optimal, f"{study.name}: {primary.label}"),
+        "The best trial's learning rate, momentum and effective learning rate η/(1−γ) at each "
+        "batch size, with linear and square-root scaling heuristics from the smallest batch "
+        "size (Figures 8, 21, 22).")
+    out["lr_momentum.png"] = (
+        plots_metaparameters.lr_momentum_scatter(trials, val[primary.label], study.search_space,
+                                                 f"{study.name}: {primary.label}"),
+        "Every trial's learning rate and 1 − momentum per batch size: goal reached, not "
+        "reached, stopped early (by the protocol, before it could), infeasible; dashed lines "
+        "of constant effective learning rate; star: the best trial (Figures 9, 13).")
+    curves = _best_curves(study, val[primary.label])
+    if curves:
+        out["best_trial_curves.png"] = (
+            plots.best_trial_curves_plot(curves, primary.metric, primary.value,
+                                         f"best trial per batch size ({primary.label})"),
+            "Validation metric of each batch size's best trial against step.")
+    return out
+
+
+def _best_curves(study: Study, summary: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    rows = study.measurements
+    curves = {}
+    for r in summary.dropna(subset=["steps_to_result"]).itertuples():
+        trial = rows[(rows["batch_size"] == r.batch_size) & (rows["trial_id"] == r.best_trial)]
+        curves[int(r.batch_size)] = trial.sort_values("step")
+    return curves
