@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from batchscale.core.edges import search_edge
+from batchscale.core.edges import edge_margin, search_edge
 from batchscale.core.names import effective_learning_rate
 
 HEURISTIC_PARAMETERS = ("learning_rate", "effective_learning_rate")
@@ -141,6 +141,13 @@ def parameter_configs(search_space: dict | None, batch_size) -> dict:
     return {}
 
 
+def _trials_at(trials: pd.DataFrame | None, batch_size) -> int:
+    """How many trials searched this batch size's ranges (every status)."""
+    if trials is None or trials.empty or "batch_size" not in trials:
+        return 0
+    return int((trials["batch_size"] == batch_size).sum())
+
+
 def _best_values(trials: pd.DataFrame, row: pd.Series) -> dict:
     """The best trial's metaparameters: its trials row, else the summary row itself."""
     if trials is not None and not trials.empty:
@@ -161,8 +168,10 @@ def fmt_value(value) -> str:
 
 
 def edge_warnings(trials: pd.DataFrame, summary: pd.DataFrame, search_space: dict | None,
-                  margin: float = 0.05) -> list[dict]:
-    """Best trials within ``margin`` of a searched range's end (the paper's Figure 13 check).
+                  margin: float | None = None) -> list[dict]:
+    """Best trials within ``margin`` of a searched range's end (the paper's Figure 13 check);
+    by default the margin the round planner re-searches by, ``core.edges.edge_margin`` of
+    the batch size's number of trials (5% from 20 trials on, up to 20% for few trials).
 
     Continuous parameters (DOUBLE/INTEGER with min and max) warn when their position in
     the range, in the scale's own unit, is ≤ margin ("min") or ≥ 1 − margin ("max").
@@ -182,7 +191,8 @@ def edge_warnings(trials: pd.DataFrame, summary: pd.DataFrame, search_space: dic
             value = values.get(name)
             if _missing(value):
                 continue
-            found = search_edge(value, config or {}, margin)
+            found = search_edge(value, config or {}, margin if margin is not None else
+                                edge_margin(_trials_at(trials, batch_size=row["batch_size"])))
             if found is None:
                 continue
             edge, bounds, where = found

@@ -17,7 +17,7 @@ import pandas as pd
 
 from batchscale.analysis.completeness import id_ranges
 from batchscale.analysis.metaparameters import fmt_value
-from batchscale.core.edges import hull_configs, search_edge
+from batchscale.core.edges import edge_margin, hull_configs, search_edge
 
 INITIAL = "initial search"
 ROUND_COLUMNS = ["batch_size", "round", "trial_ids", "trials", "finished", "non_divergent",
@@ -82,14 +82,14 @@ def _hull(configs: list[dict]) -> dict:
         return configs[-1] if configs else {}
 
 
-def _edges(params: dict, configs: dict) -> list[str]:
+def _edges(params: dict, configs: dict, trials: int) -> list[str]:
     """"learning_rate at the top of [0.003, 0.03]" per parameter at an edge of ``configs``."""
     found = []
     for name, config in configs.items():
         value = params.get(name)
         if value is None or pd.isna(value):
             continue
-        edge = search_edge(value, config or {})
+        edge = search_edge(value, config or {}, edge_margin(trials))
         if edge is not None:
             end = "top" if edge[0] == "max" else "bottom"
             found.append(f"{name} {fmt_value(value)} at the {end} of "
@@ -130,7 +130,7 @@ def rounds_table(study, crossed: pd.DataFrame) -> pd.DataFrame:
             if len(best):
                 trial_id = int(best["trial_id"].iloc[0])
                 edges = _edges(params.loc[trial_id].to_dict() if trial_id in params.index else {},
-                               _hull(configs))
+                               _hull(configs), len(seen))
                 row.update(best_trial=trial_id, steps_to_result=int(best["step"].iloc[0]),
                            at_edge=bool(edges),
                            edge_warning="; ".join(edges) or ("resolved" if earlier_edge else ""))

@@ -6,11 +6,12 @@ validation error was not achieved within the search space, we repeated the searc
 new search space", by hand. ``next_round`` makes those calls:
 
 - *re-search at an edge*: the best trial (fewest steps to the study's first goal) lies
-  within ``EDGE_MARGIN`` of an end of a parameter's searched range (the hull of every
-  round's range, ``core.edges.search_edge``): that parameter's new range is centred on
-  the best value with twice the latest round's width, in the parameter's own scale (log
-  for a learning rate); the other parameters keep the latest round's ranges. An edge
-  that is a hard limit of the parameter (momentum cannot reach 1) is left alone.
+  near an end of a parameter's searched range (the hull of every round's range, within
+  ``core.edges.edge_margin`` of the batch size's trials, by ``core.edges.search_edge``):
+  that parameter's new range is centred on the best value with twice the latest round's
+  width, in the parameter's own scale (log for a learning rate); the other parameters
+  keep the latest round's ranges. An edge that is a hard limit of the parameter
+  (momentum cannot reach 1) is left alone.
 - *re-search without a goal*: no trial reached the goal: every continuous range is
   centred on the trial that came closest, twice as wide.
 - *top-up*: fewer than ``trials_per_batch_size`` non-divergent trials: more points of
@@ -24,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from batchscale.core.edges import from_scale, search_edge, to_scale
+from batchscale.core.edges import edge_margin, from_scale, search_edge, to_scale
 from batchscale.core.rounds import SearchRound, searched_configs
 from batchscale.core.spec import PARAMETER_BOUNDS, Parameter, StudySpec
 
@@ -60,7 +61,8 @@ def next_round(spec: StudySpec, rounds: list[SearchRound], results: list[TrialRe
     reached = [r for r in alive if r.goal_step is not None]
     if reached:
         best = min(reached, key=lambda r: (r.goal_step, r.trial_id))
-        moved, why = _moved_at_edges(latest, searched_configs(rounds), best.parameters)
+        moved, why = _moved_at_edges(latest, searched_configs(rounds), best.parameters,
+                                     edge_margin(len(results)))
         if moved:
             return _round(number, rounds, replace_space(latest, moved), max(wanted, top_up), room,
                           f"re-search: best trial {best.trial_id}'s {why}")
@@ -101,13 +103,14 @@ def replace_space(space: tuple[Parameter, ...], moved: dict[str, Parameter]) -> 
     return tuple(moved.get(p.name, p) for p in space)
 
 
-def _moved_at_edges(space, hull: dict, best: dict) -> tuple[dict[str, Parameter], str]:
+def _moved_at_edges(space, hull: dict, best: dict,
+                    margin: float) -> tuple[dict[str, Parameter], str]:
     """The parameters whose best value sits at an edge of the hull, re-centred, when the
     new range reaches past that edge; and the words for why."""
     moved, why = {}, []
     for p in space:
         value = best.get(p.name)
-        found = search_edge(value, hull.get(p.name) or {}) if value is not None else None
+        found = search_edge(value, hull.get(p.name) or {}, margin) if value is not None else None
         if found is None:
             continue
         edge, bounds, where = found

@@ -20,6 +20,7 @@ from batchscale.analysis.plots_metaparameters import (
     lr_momentum_scatter,
     optimal_metaparameters_plot,
 )
+from batchscale.core.edges import EDGE_MARGIN, edge_margin
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LOG_LR = {"type": "DOUBLE", "min_value": 1e-4, "max_value": 10.0, "scale": "LOG_SCALE"}
@@ -109,7 +110,8 @@ def _edge_study():
 
 def test_edge_warnings_use_each_scale_and_skip_what_is_not_searched():
     trials, summary, space = _edge_study()
-    found = {(w["batch_size"], w["parameter"]): w for w in edge_warnings(trials, summary, space)}
+    found = {(w["batch_size"], w["parameter"]): w
+             for w in edge_warnings(trials, summary, space, EDGE_MARGIN)}
     assert {key: w["edge"] for key, w in found.items()} == {
         (16, "learning_rate"): "min", (16, "decay_fraction"): "max",
         (32, "momentum"): "max",
@@ -126,6 +128,18 @@ def test_edge_warnings_use_each_scale_and_skip_what_is_not_searched():
     assert "0.99988" in found[(32, "momentum")]["message"]  # not rounded to "1"
     assert found[(1024, "label_smoothing")]["range"] == [0.0, 0.1]
     assert "largest" in found[(1024, "label_smoothing")]["message"]
+
+
+def test_the_default_margin_widens_for_searches_of_few_trials():
+    """1/trials between 5% and 20%: a search of few trials has no point nearer an end."""
+    assert [edge_margin(n) for n in (0, 2, 5, 8, 20, 100)] == [0.05, 0.2, 0.2, 0.125, 0.05, 0.05]
+    trials, summary, space = _edge_study()
+    default = {(w["batch_size"], w["parameter"]) for w in edge_warnings(trials, summary, space)}
+    fixed = {(w["batch_size"], w["parameter"])
+             for w in edge_warnings(trials, summary, space, EDGE_MARGIN)}
+    counts = trials.groupby("batch_size").size()
+    assert counts.max() < 5  # a few trials each: the default margin is 20%
+    assert default == fixed | {(64, "learning_rate")}  # a learning rate 20% from the bottom
 
 
 def test_edge_warnings_margin_and_degenerate_inputs():
