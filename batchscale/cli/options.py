@@ -48,8 +48,9 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--pack-size", type=_flag_number, metavar="K",
                        help="trials per pack task (default 0: from the workload and --preset)")
     group.add_argument("--protocol", help="when trials stop: full (every trial to its budget, as "
-                       "the paper), goal (once every goal is beaten) or race (also once a trial "
-                       "can no longer beat its batch size's best; default)")
+                       "the paper), goal (once every goal is beaten; default) or race (also once a "
+                       "trial can no longer beat its batch size's best: 3x fewer steps, the same "
+                       "steps to result, an approximate regime fit)")
     group.add_argument("--max-rounds", type=_flag_number, metavar="R",
                        help="search rounds (top-ups and re-searches at the edges; default 3)")
 

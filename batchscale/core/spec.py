@@ -179,7 +179,7 @@ class StudySpec:
     # search rounds a study may run (round 1 samples the search space; later rounds top up
     # non-divergent trials and re-search batch sizes whose best trial sits at an edge), and
     # how many trials a batch size may reach in all (0: DEFAULT_TRIAL_CAP_FACTOR x trials).
-    protocol: str = "race"
+    protocol: str = "goal"
     max_rounds: int = 3
     max_trials_per_batch_size: int = 0
 

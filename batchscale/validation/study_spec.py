@@ -82,7 +82,7 @@ def parse_spec(raw: dict) -> StudySpec:
     if checkpoint_seconds <= 0:
         _fail("checkpoint_seconds", f"{checkpoint_seconds} must be a number > 0 (seconds between "
               "checkpoints of an unfinished trial)")
-    protocol = raw.get("protocol", "race")
+    protocol = raw.get("protocol", "goal")
     if protocol not in PROTOCOLS:
         _fail("protocol", f"unknown protocol {protocol!r}; allowed: full (every trial to its budget, "
               "as the paper), goal (stop once every goal is beaten), race (also stop once a trial "

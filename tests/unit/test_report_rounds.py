@@ -11,7 +11,7 @@ import math
 import pytest
 
 from batchscale.analysis.completeness import unfinished_trials
-from batchscale.analysis.report import analyse, summary_json, write_report
+from batchscale.analysis.report import RACE_FIT_NOTE, analyse, kfp_metrics, summary_json, write_report
 from batchscale.analysis.search_rounds import space_text
 from batchscale.analysis.study_reader import load_study
 from batchscale.analysis.training_cost import cost_sentence, training_cost
@@ -147,3 +147,8 @@ def test_trained_steps_against_protocol_full(location):
     assert "Protocol race: a trial stopped once it beat every goal" in methods
     assert cost_sentence(cost) in methods
     assert json.loads(json.dumps(summary_json(analysis)["training_cost"])) == cost
+    metrics = kfp_metrics(analysis)  # the Kubeflow UI's Metrics: what the protocol trained
+    assert (metrics["trained_steps"], metrics["full_steps"], metrics["trials"]) == (3180, 6950, 16)
+    assert metrics["search_rounds_added"] == 2  # round 2 at batch sizes 16 and 64
+    # a race study's regime fit is said to be approximate (the others' crossings censored)
+    assert analysis.fits["classification_error<0.08"].fitted and RACE_FIT_NOTE in analysis.notes

@@ -150,7 +150,7 @@ def test_plan_stage_adds_a_round_once_and_packs_only_unfinished_trials(tmp_path)
     study = json.loads(store.fs.read_text(f"{store.batch_dir(spec, 64)}/study.json"))
     assert [r["round"] for r in study["search_rounds"]] == [1, 2]
     assert study["parameter_configs"]["learning_rate"]["max_value"] > 0.1  # the hull
-    assert study["protocol"] == "race" and study["early_stopping"] is True
+    assert study["protocol"] == "goal" and study["early_stopping"] is True
     assert plan_stage(spec, store, 2, 3, log=lambda *_: None) == second  # a retried stage
     assert len(store.read_rounds(spec, 64)) == 2
     store.register_study(spec)  # registering again keeps the rounds
