@@ -60,6 +60,13 @@ class Relay:
         threading.Thread(target=self._accept, args=(server,), daemon=True).start()
 
     def down(self) -> None:
+        # shutdown() first: on Linux it wakes the thread blocked in accept(), which close()
+        # alone does not, and without it the old socket can stay listening (unanswered)
+        # on the port that up() binds again
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.server.close()
         for conn in self.conns:
             try:
