@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from batchscale.core.goals import first_step_reaching
 from batchscale.core.spec import StudySpec
 from batchscale.core.trial_state import is_finished
-from batchscale.protocol.planner import planned_trials
+from batchscale.search.trials import batch_trials
 
 
 @dataclass
@@ -30,9 +30,10 @@ class ProgressTracker:
     first validation step beating the study's first goal is kept (``core.goals``' rule,
     the one steps to result uses).
 
-    Each poll reads only the metadata of trials not yet finished, and each batch size's
-    study.json (search rounds may add trials while the study runs), so polling stays
-    cheap for studies of hundreds of trials on gs://.
+    Each poll reads only the metadata of trials not yet finished, and the study.json of
+    each batch size with none (the planner adds a search round only to a batch size whose
+    trials have all finished), so polling stays cheap for studies of hundreds of trials
+    on gs://.
     """
 
     def __init__(self, spec: StudySpec, store):
@@ -45,8 +46,12 @@ class ProgressTracker:
         self.best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)  # steps to result so far
 
     def poll(self) -> Progress:
-        for trial in planned_trials(self.spec, self.store):
-            if (trial.batch_size, trial.trial_id) not in self.known:
+        busy = {trial.batch_size for trial in self.pending}
+        for batch_size in (b for b in self.spec.batch_sizes if b not in busy):
+            rounds = self.store.read_rounds(self.spec, batch_size)
+            for trial in batch_trials(self.spec, batch_size, rounds):
+                if (trial.batch_size, trial.trial_id) in self.known:
+                    continue
                 self.known.add((trial.batch_size, trial.trial_id))
                 self.pending.append(trial)
         still = []

@@ -33,6 +33,7 @@ SCALE_NAMES = {"linear": "LINEAR_SCALE", "log": "LOG_SCALE", "reverse_log": "REV
 # Where a re-searched range must stop: a parameter's bounds (core.spec.PARAMETER_BOUNDS),
 # with open ends pulled in (momentum and label smoothing stay below 1).
 OPEN_END = 1e-4
+OPEN_BELOW_ONE = ("momentum", "label_smoothing")  # bounded by 1, never 1
 LOWEST_DIVERGENCE_SURVIVAL = 0.25  # a top-up assumes at least this share will not diverge
 
 
@@ -125,13 +126,9 @@ def _moved_at_edges(space, hull: dict, best: dict,
 def _limits(p: Parameter) -> tuple[float, float]:
     low, high, _ = PARAMETER_BOUNDS.get(p.name, (-math.inf, math.inf, ""))
     if p.scale == "log":
-        low = max(low, 0.0)
-    if high == 1.0 and p.name in ("momentum", "label_smoothing"):
-        high = 1.0 - OPEN_END
-    if p.scale == "reverse_log":
+        low = max(low, math.ulp(0.0))  # a log scale stays above 0
+    if p.scale == "reverse_log" or p.name in OPEN_BELOW_ONE:
         high = min(high, 1.0 - OPEN_END)
-    if low == 0.0 and p.scale == "log":
-        low = math.ulp(0.0)  # log scale: above 0
     return low, high
 
 

@@ -69,28 +69,25 @@ class StudyStore:
         self.check_compatible(spec)
         self.fs.write_text(f"{spec.name}/study_spec.json", json.dumps(spec.to_dict(), indent=2))
         for batch_size in spec.batch_sizes:
-            claimed = self._claimed_budget(spec, batch_size)
-            budget = spec.max_steps[batch_size]
-            self._write_study_json(spec, batch_size, min(budget, claimed or budget))
+            study_json = self.read_study_json(spec, batch_size)  # read once: budget, rounds
+            claimed, budget = _claimed_budget(study_json), spec.max_steps[batch_size]
+            self._write_study_json(spec, batch_size, min(budget, claimed or budget),
+                                   read_rounds(study_json, spec))
 
     def settle_budgets(self, spec: StudySpec, trials: list[TrialSpec]) -> list[int]:
         """Raise each batch size's study.json budget to the spec's once every one of its
         ``trials`` has finished under it; returns the batch sizes whose claim was raised."""
         raised = []
         for batch_size in spec.batch_sizes:
-            budget, claimed = spec.max_steps[batch_size], self._claimed_budget(spec, batch_size)
+            study_json = self.read_study_json(spec, batch_size)
+            budget, claimed = spec.max_steps[batch_size], _claimed_budget(study_json)
             if claimed is None or claimed >= budget:
                 continue
             ours = [t for t in trials if t.batch_size == batch_size]
             if all(is_finished(self.read_metadata(spec, t), budget) for t in ours):
-                self._write_study_json(spec, batch_size, budget)
+                self._write_study_json(spec, batch_size, budget, read_rounds(study_json, spec))
                 raised.append(batch_size)
         return raised
-
-    def _claimed_budget(self, spec: StudySpec, batch_size: int) -> int | None:
-        """The budget this batch size's study.json claims now (None: no readable one)."""
-        claimed = (self.read_study_json(spec, batch_size) or {}).get("max_steps")
-        return int(claimed) if isinstance(claimed, (int, float)) else None
 
     def read_study_json(self, spec: StudySpec, batch_size: int) -> dict | None:
         """The batch size's study.json (None: none, or not a readable JSON object)."""
@@ -104,12 +101,11 @@ class StudyStore:
     def write_rounds(self, spec: StudySpec, batch_size: int, rounds: list[SearchRound]) -> None:
         """Record the batch size's search rounds (and the hull of their ranges) in its
         study.json, keeping the budget it claims."""
-        claimed = self._claimed_budget(spec, batch_size)
+        claimed = _claimed_budget(self.read_study_json(spec, batch_size))
         self._write_study_json(spec, batch_size, claimed or spec.max_steps[batch_size], rounds)
 
     def _write_study_json(self, spec: StudySpec, batch_size: int, budget: int,
-                          rounds: list[SearchRound] | None = None) -> None:
-        rounds = rounds if rounds is not None else self.read_rounds(spec, batch_size)
+                          rounds: list[SearchRound]) -> None:
         self.fs.write_text(
             f"{self.batch_dir(spec, batch_size)}/study.json",
             json.dumps({**paper_study_json(spec, batch_size, rounds), "max_steps": budget,
@@ -175,6 +171,12 @@ class StudyStore:
     def read_split(self, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
         with np.load(io.BytesIO(self.fs.read_bytes(f"datasets/{name}/{split}.npz"))) as data:
             return data["x"], data["y"]
+
+
+def _claimed_budget(study_json: dict | None) -> int | None:
+    """The budget a batch size's study.json claims (None: no readable one)."""
+    claimed = (study_json or {}).get("max_steps")
+    return int(claimed) if isinstance(claimed, (int, float)) else None
 
 
 def paper_study_json(spec: StudySpec, batch_size: int, rounds: list[SearchRound]) -> dict:
