@@ -141,11 +141,14 @@ def pack_size_for(spec, preset_name: str) -> int:
     return size
 
 
-def place(task, preset: Preset, image: str | None = None):
+def place(task, preset: Preset, image: str | None = None, name: str | None = None):
     """Apply a preset to a pipeline task: requests, limits, accelerator, node selectors,
-    tolerations and (when given) the container image; returns the task."""
+    tolerations and (when given) the container image and the preset's ``name``, which a
+    trainer records in its trials' metadata (the price of their device-hours); returns
+    the task."""
     from kfp import kubernetes
 
+    from batchscale.core.prices import PRESET_ENV
     from batchscale.workloads.inputs import CPUS_ENV
 
     task.set_cpu_request(preset.cpu).set_memory_request(preset.memory)
@@ -161,17 +164,24 @@ def place(task, preset: Preset, image: str | None = None):
         kubernetes.add_toleration(task, key=tol.key, operator=tol.operator, value=tol.value,
                                   effect=tol.effect)
     task.set_env_variable(CPUS_ENV, preset.cpu)  # the pod's share, not the node's CPU count
+    if name:
+        task.set_env_variable(PRESET_ENV, name)
     if image:
         task.set_container_image(image)
     return task
 
 
 def format_presets() -> str:
-    """The presets as a table, for ``batchscale presets``."""
-    rows = [("preset", "accelerator", "machine type", "cpu", "memory", "image", "description")]
+    """The presets as a table, for ``batchscale presets``: with each one's list price per
+    device-hour (``batchscale.core.prices``, dated there)."""
+    from batchscale.core.prices import PRICE_DATE, device_price
+
+    rows = [("preset", "accelerator", "machine type", "cpu", "memory", "image",
+             f"USD/device-h ({PRICE_DATE})", "description")]
     for name, p in PRESETS.items():
         accel = f"{p.accelerator} x{p.accelerator_count}" if p.accelerator else "-"
+        price = device_price(name, float(p.cpu))[0]
         rows.append((name, accel, p.machine_type or "default pool", p.cpu, p.memory, p.image,
-                     p.description))
+                     f"{price:.3g}", p.description))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)

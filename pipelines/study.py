@@ -108,7 +108,7 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cpu",
                   description="One pack task, with its retry policy (the loop body).")
     def train_pack_retried(study_spec: dict, pack: dict, store_root: str):
         task = train_pack(study_spec=study_spec, pack=pack, store_root=store_root)
-        place(task, trainer, trainer_image).set_display_name("train-pack")
+        place(task, trainer, trainer_image, preset).set_display_name("train-pack")
         task.set_caching_options(False)
         if retries:
             task.set_retry(num_retries=retries, backoff_duration=PACK_RETRY_BACKOFF,

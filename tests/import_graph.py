@@ -24,9 +24,10 @@ LAYERS = {
     "batchscale.training": 4,
     "batchscale.analysis": 4,
     "batchscale.protocol": 4,
-    "batchscale.components": 5,
-    "batchscale.pipelines": 6,
-    "batchscale.cli": 7,
+    "batchscale.planning": 5,  # probes (training) and the step-time rule (analysis)
+    "batchscale.components": 6,
+    "batchscale.pipelines": 7,
+    "batchscale.cli": 8,
 }
 # Source folders and the package each installs as (pyproject.toml's package-dir).
 SOURCE_ROOTS = {"batchscale": "batchscale", "components": "batchscale.components",

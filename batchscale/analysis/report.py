@@ -8,8 +8,12 @@ search-space edge warnings, per-batch-size trial counts, the per-trial goal tabl
 files the reader could not use (``study.damaged``, ``study_files``) and, for our studies,
 the trials the spec expects that are not finished (``completeness``).
 ``write_report`` puts it under one folder (local or gs://): report.html (self-contained),
-summary.md, summary.json, CSV tables (goal_steps.csv among them) and the figures as PNG
-files. Only those files are written; trials are never touched. ``report_study`` does both
+summary.md, summary.json, CSV tables (goal_steps.csv, time_to_result.csv and
+step_times.csv among them) and the figures as PNG files. Time and cost to result
+(``time_to_result``) are of the first goal on the validation metric, with step times from
+the trials and the study's probes (``step_times``); the plan's predicted noise scale is
+set beside the fitted B* (``time_pages.predicted_noise_scale``). Only those files are
+written; trials are never touched. ``report_study`` does both
 for ``batchscale report`` and the pipeline's aggregate step.
 """
 
@@ -27,18 +31,22 @@ from batchscale.analysis.completeness import UnfinishedTrial, unfinished_trials
 from batchscale.analysis.goal_steps import GOAL_STEPS_FILE, goal_steps_table
 from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
 from batchscale.analysis.regimes import RegimeFit, fit_regimes
-from batchscale.analysis.report_figures import report_figures
+from batchscale.analysis.report_figures import report_figures, time_figures
 from batchscale.analysis.search_rounds import batch_rounds, planned_ids, rounds_table, trial_cap_notes
+from batchscale.analysis.step_times import read_probes, read_study_plan, step_time_profile
 from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
 from batchscale.analysis.study_files import Damage, damaged_trials
 from batchscale.analysis.study_reader import Study, load_study
+from batchscale.analysis.time_pages import predicted_noise_scale
+from batchscale.analysis.time_to_result import TimeCost, spec_price, time_and_cost
 from batchscale.analysis.training_cost import training_cost
 from batchscale.core.trial_state import continues
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
 
 REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
-                "budgets.csv", "metaparameters.csv", "trial_counts.csv", GOAL_STEPS_FILE)
+                "budgets.csv", "metaparameters.csv", "trial_counts.csv", GOAL_STEPS_FILE,
+                "time_to_result.csv", "step_times.csv")
 
 
 @dataclass
@@ -62,7 +70,10 @@ class Analysis:
     ``rounds``: per batch size and search round, what it searched and found
     (``search_rounds.rounds_table``), ``round_notes``: whether each batch size has the
     non-divergent trials the spec wants; ``cost``: trained steps and examples against what
-    protocol full would have trained (``training_cost``).
+    protocol full would have trained (``training_cost``). ``time_cost``: time and cost to
+    result per batch size with the step-time profile and the fastest, cheapest and device
+    limit (``time_to_result.TimeCost``, first goal, validation; None: not computed);
+    ``predicted_noise_scale``: plan.json's B_simple beside the fitted B* (None: no plan).
     """
 
     study: Study
@@ -82,6 +93,8 @@ class Analysis:
     rounds: pd.DataFrame = field(default_factory=pd.DataFrame)
     round_notes: list[str] = field(default_factory=list)
     cost: dict = field(default_factory=dict)
+    time_cost: TimeCost | None = None
+    predicted_noise_scale: dict | None = None
 
     @property
     def damaged(self) -> list[Damage]:
@@ -100,8 +113,9 @@ class Analysis:
 
 
 def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: int = 1000,
-            seed: int = 0) -> Analysis:
-    """Every table, fit, warning and figure of the report (see ``Analysis``)."""
+            seed: int = 0, price: float = 0.0) -> Analysis:
+    """Every table, fit, warning and figure of the report (see ``Analysis``). ``price``
+    (> 0): USD per device-hour for cost to result, over the spec's and the price table's."""
     steps = all_steps_to_result(study)
     primary = study.goals[0]
     val = {g.label: steps[(steps["goal"] == g.label) & (steps["split"] == "val")] for g in study.goals}
@@ -130,12 +144,18 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
     if "race" in protocol and any(fit.fitted for fit in fits.values()):
         notes.append(RACE_FIT_NOTE)
     figures = report_figures(study, steps, val, fits, budgets, optimal, trials, protocol)
+    time_cost = time_and_cost(val[primary.label], crossed[primary.label],
+                              step_time_profile(study.metadata, read_probes(study)),
+                              fits[primary.label], spec_price(study), price, resamples, seed)
+    figures.update(time_figures(time_cost, study.name))
     return Analysis(study=study, steps=steps, fits=fits, optimal=optimal, warnings=warnings,
                     counts=counts, budgets=budgets, trials=trials, notes=notes, figures=figures,
                     goal_steps=goal_steps_table(study), unfinished=_unfinished(study),
                     protocol=protocol, censoring=censoring_notes(study, steps),
                     rounds=rounds_table(study, crossed[primary.label]),
-                    round_notes=trial_cap_notes(study), cost=training_cost(study))
+                    round_notes=trial_cap_notes(study), cost=training_cost(study),
+                    time_cost=time_cost, predicted_noise_scale=predicted_noise_scale(
+                        read_study_plan(study), fits[primary.label]))
 
 
 def _unfinished(study: Study) -> list[UnfinishedTrial]:
@@ -189,7 +209,10 @@ def summary_json(analysis: Analysis) -> dict:
         "protocol": analysis.protocol, "censoring": analysis.censoring,
         "search_rounds": records(analysis.rounds), "search_round_notes": analysis.round_notes,
         "training_cost": analysis.cost,
+        "time_and_cost": analysis.time_cost and analysis.time_cost.to_dict(),
+        "predicted_noise_scale": analysis.predicted_noise_scale,
     }
+
 
 
 def report_location(study: Study) -> str:
@@ -213,6 +236,9 @@ def write_report(analysis: Analysis, out: str | None = None) -> dict:
     fs.write_text("metaparameters.csv", analysis.optimal.to_csv(index=False))
     fs.write_text("trial_counts.csv", analysis.counts.to_csv(index=False))
     fs.write_text(GOAL_STEPS_FILE, analysis.goal_steps.to_csv(index=False))
+    if analysis.time_cost is not None:
+        fs.write_text("time_to_result.csv", analysis.time_cost.table.to_csv(index=False))
+        fs.write_text("step_times.csv", analysis.time_cost.profile.table.to_csv(index=False))
     for name, (png, _caption) in analysis.figures.items():
         fs.write_bytes(name, png)
     page, markdown = report_html(analysis), report_markdown(analysis)
@@ -238,11 +264,14 @@ def _plain(value):
 
 def report_study(location: str, out: str | None = None, goals=None, num_trials: int | None = None,
                  statuses: tuple[str, ...] = ("COMPLETE",), step_budgets=None, example_budgets=None,
-                 resamples: int = 1000, seed: int = 0) -> tuple[Analysis, dict]:
+                 resamples: int = 1000, seed: int = 0,
+                 price: float = 0.0) -> tuple[Analysis, dict]:
     """Load the study at ``location``, analyse it and write its report; returns (analysis,
-    written URLs). What ``batchscale report`` and the pipeline's aggregate step run."""
+    written URLs). What ``batchscale report`` and the pipeline's aggregate step run.
+    ``price`` (> 0): USD per device-hour for cost to result (0: the spec's, else the table's)."""
     study = load_study(location, goals=goals, num_trials=num_trials, statuses=statuses)
-    analysis = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed)
+    analysis = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed,
+                       price=price)
     return analysis, write_report(analysis, out)
 
 
@@ -257,6 +286,7 @@ def kfp_metrics(analysis: Analysis) -> dict[str, float]:
         metrics["search_rounds_added"] = float((analysis.rounds["round"] > 1).sum())
     if analysis.expected_trials is not None:
         metrics["unfinished_trials"] = float(len(analysis.unfinished))
+    metrics.update(analysis.time_cost.metrics() if analysis.time_cost else {})
     for row in analysis.steps.dropna(subset=["steps_to_result"]).itertuples():
         metrics[f"{row.split}/{row.goal}/steps_to_result/b{row.batch_size}"] = float(row.steps_to_result)
     for label, fit in analysis.fits.items():
@@ -269,3 +299,4 @@ def kfp_metrics(analysis: Analysis) -> dict[str, float]:
                 if math.isfinite(value):
                     metrics[f"val/{label}/{name}" + ("" if part == "value" else f"/{part}")] = value
     return metrics
+

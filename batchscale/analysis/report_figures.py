@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from batchscale.analysis import plots, plots_metaparameters
+from batchscale.analysis import plots, plots_metaparameters, plots_time
 from batchscale.analysis.study_reader import Study
 
 CENSORED_CAPTION = ("; hollow: censored by early stopping (a trial there stopped before the "
@@ -59,6 +59,31 @@ def report_figures(study: Study, steps, val, fits, budgets, optimal, trials,
                                          f"best trial per batch size ({primary.label})"),
             "Validation metric of each batch size's best trial against step.")
     return out
+
+
+TIME_FIGURES = ("time_to_result.png", "cost_to_result.png")
+
+
+def time_figures(time_cost, title: str) -> dict[str, tuple[bytes, str]]:
+    """The "Time and cost to result" figures (``time_to_result.TimeCost``), file name ->
+    (PNG, caption); shown in their own section of the report, not under Figures."""
+    table, limit = time_cost.table, time_cost.device_limit
+    where = f" on {time_cost.profile.device_kind}" if time_cost.profile.device_kind else ""
+    bars = ("bars: the bootstrap interval of steps to result times the step time (the step "
+            "time's own spread is not in it)")
+    return {
+        "time_to_result.png": (
+            plots_time.time_to_result_plot(table, time_cost.fastest, limit, f"{title}: time to result"),
+            f"Time to result = steps to result x seconds per step{where}, against batch size "
+            f"(log2 x, log y); {bars}; star: the fastest; dotted: the device limit "
+            f"({limit.basis})."),
+        "cost_to_result.png": (
+            plots_time.cost_to_result_plot(table, time_cost.cheapest, limit,
+                                           f"{title}: cost to result", time_cost.currency),
+            f"Cost to result = time x devices x {time_cost.currency} "
+            f"{time_cost.price_per_device_hour:.4g} per device-hour ({time_cost.price_source}); "
+            f"{bars}; star: the cheapest."),
+    }
 
 
 def _best_curves(study: Study, summary: pd.DataFrame) -> dict[int, pd.DataFrame]:

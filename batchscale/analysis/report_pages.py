@@ -18,7 +18,9 @@ from batchscale.analysis.protocol_pages import (
     rounds_html,
     rounds_markdown,
 )
+from batchscale.analysis.report_figures import TIME_FIGURES
 from batchscale.analysis.study_files import REMEDY, damaged_line
+from batchscale.analysis.time_pages import noise_scale_line, time_html, time_markdown
 
 DAMAGED_TITLE = "Damaged or unreadable files"
 
@@ -58,6 +60,12 @@ def regimes_table(fits: dict) -> pd.DataFrame:
                      "max useful batch size": _estimate(fit.max_useful_batch_size),
                      "fit": f"{len(fit.batch_sizes)} batch sizes"})
     return pd.DataFrame(rows)
+
+
+def _predicted(analysis) -> list[str]:
+    """The plan's predicted B_simple beside the fitted B* (first goal), when plan.json exists."""
+    line = noise_scale_line(getattr(analysis, "predicted_noise_scale", None))
+    return [f"{analysis.study.goals[0].label}: {line}"] if line else []
 
 
 def _level(analysis) -> tuple[float, int]:
@@ -152,11 +160,13 @@ def report_html(analysis) -> str:
     body = [f"<h1>{h.esc(study.title)}</h1>", f'<p class="note">{h.esc(_intro(analysis))}</p>',
             *damaged_html(analysis), *unfinished_html(analysis), *early_stopping_html(analysis),
             "<h2>Regimes</h2>", h.table(regimes_table(analysis.fits)),
+            *(f"<p>{h.esc(line)}</p>" for line in _predicted(analysis)),
             "".join(f'<p class="note">{h.esc(n)}</p>' for n in analysis.notes)]
     if analysis.warnings:
         body += ["<h2>Search-space warnings</h2>", h.warnings([w["message"] for w in analysis.warnings])]
-    body.append("<h2>Figures</h2>")
-    body += [h.figure(png, caption, alt=name) for name, (png, caption) in analysis.figures.items()]
+    body += [*time_html(analysis), "<h2>Figures</h2>"]
+    body += [h.figure(png, caption, alt=name) for name, (png, caption) in analysis.figures.items()
+             if name not in TIME_FIGURES]
     for split, title in (("val", "Steps to result (validation)"), ("train", "Steps to result (training)")):
         for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
             body += [f"<h2>{title}: {h.esc(goal)}</h2>", h.table(group, STEP_COLUMNS)]
@@ -174,17 +184,20 @@ def report_markdown(analysis) -> str:
     lines = [f"# {study.title}", "", _intro(analysis), "", *damaged_markdown(analysis),
              *unfinished_markdown(analysis), *early_stopping_markdown(analysis),
              "## Regimes", "",
-             *h.markdown_table(regimes_table(analysis.fits)), ""]
+             *h.markdown_table(regimes_table(analysis.fits)), "",
+             *(f"{line}\n" for line in _predicted(analysis))]
     lines += [f"- {n}" for n in analysis.notes]
     if analysis.warnings:
         lines += ["", "## Search-space warnings", "", *[f"- {w['message']}" for w in analysis.warnings]]
+    lines += ["", *time_markdown(analysis)]
     for split, title in (("val", "validation"), ("train", "training")):
         for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
             lines += ["", f"## Steps to result, {title} {goal}", "", *h.markdown_table(group, STEP_COLUMNS)]
     lines += ["", "## Trials per batch size", "", *h.markdown_table(analysis.counts), "",
               *rounds_markdown(analysis),
               "## Methods", "", _methods(analysis, level, resamples), "",
-              "Figures: " + ", ".join(analysis.figures) + " (embedded in report.html).", ""]
+              "Figures: " + ", ".join(n for n in analysis.figures if n not in TIME_FIGURES)
+              + " (embedded in report.html).", ""]
     return "\n".join(lines)
 
 

@@ -1,6 +1,6 @@
 """``batchscale report`` and ``batchscale compare``: read finished studies.
 
-  batchscale report STUDY [--goal G ...] [--trials N] [--statuses S] [--out DIR]
+  batchscale report STUDY [--goal G ...] [--trials N] [--statuses S] [--price USD] [--out DIR]
       analyse one study and write its report (HTML, Markdown, CSV, JSON)
   batchscale compare STUDY [STUDY ...] [--goal G] [--split val|train] [--normalize-at B]
                      [--trials N] [--fit] [--out DIR]
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import sys
 
 from batchscale.core.names import STATUSES
@@ -72,8 +73,26 @@ def add_report_command(sub) -> None:
     rep.add_argument("--resamples", type=int, default=1000,
                      help="bootstrap resamples for the regime intervals (default: 1000)")
     rep.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    rep.add_argument("--price", metavar="USD",
+                     help="price per device-hour in USD for cost to result, > 0 (default: the "
+                          "spec's price_per_device_hour, else the list price of the preset the "
+                          "trials ran on)")
     rep.add_argument("--out", help="report folder, local or gs:// (default: the study's report/)")
     rep.set_defaults(func=cmd_report)
+
+
+def parse_price(text: str | None) -> float:
+    """``--price``: a finite number > 0 (None: not given, 0)."""
+    if text is None:
+        return 0.0
+    try:
+        price = float(text)
+    except ValueError:
+        price = math.nan
+    if not (math.isfinite(price) and price > 0):
+        raise SpecError(f"--price: {text!r} is not allowed; allowed: a price in USD per "
+                        "device-hour greater than 0, e.g. --price 2.5")
+    return price
 
 
 def parse_statuses(text: str) -> tuple[str, ...]:
@@ -90,11 +109,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.resamples < 0:
         raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
+    price = parse_price(getattr(args, "price", None))
     try:
         result, written = report_study(
             args.study, out=args.out, goals=args.goal, num_trials=args.trials,
             statuses=parse_statuses(args.statuses), step_budgets=args.step_budget,
-            example_budgets=args.example_budget, resamples=args.resamples, seed=args.seed)
+            example_budgets=args.example_budget, resamples=args.resamples, seed=args.seed,
+            price=price)
     except UnreadableStudy as err:
         return _unreadable(err)
     doc = summary_json(result)
@@ -130,6 +151,12 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
         print(f"{goal}: " + "; ".join(_estimate_line(name, fit.get(key)) for key, name in (
             ("s_min", "S_min"), ("b_star", "B*"), ("perfect_scaling_end", "perfect scaling ends"),
             ("max_useful_batch_size", "max useful batch size"))))
+    from batchscale.analysis.time_pages import noise_scale_line
+
+    for line in (noise_scale_line(doc.get("predicted_noise_scale")),
+                 time_cost_line(doc.get("time_and_cost"))):
+        if line:
+            print(line)
     for warning in doc.get("search_space_warnings") or []:
         print(f"warning: {warning['message']}")
     for note in doc.get("notes") or []:
@@ -154,6 +181,32 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
     if elapsed is not None:
         print(f"wall time {elapsed:.0f}s")
     print(f"report: {report_url}")
+
+
+def time_cost_line(time_and_cost: dict | None) -> str | None:
+    """``time and cost: fastest batch size B (T s [lo, hi]); cheapest B' (USD C [lo, hi])``
+    from summary.json's time_and_cost (None: a report written before it)."""
+    summary = (time_and_cost or {}).get("summary") if isinstance(time_and_cost, dict) else None
+    if not isinstance(summary, dict):
+        return None
+
+    from batchscale.analysis.time_to_result import duration, money
+
+    def d(v):
+        return "?" if v is None or not math.isfinite(v) else duration(v)
+
+    def m(v):
+        return money(v if v is not None else math.nan, "").strip()
+
+    fastest, cheapest = summary.get("fastest"), summary.get("cheapest")
+    parts = [f"fastest batch size {fastest['batch_size']} ({fastest['devices']} device(s), "
+             f"{d(fastest['value'])} [{d(fastest['low'])}, {d(fastest['high'])}])"
+             if fastest else "fastest batch size: none (no steps to result with a step time)"]
+    currency = summary.get("currency", "USD")
+    parts.append(f"cheapest {cheapest['batch_size']} ({currency} {m(cheapest['value'])} "
+                 f"[{m(cheapest['low'])}, {m(cheapest['high'])}])" if cheapest
+                 else "cheapest: none (no price or no time)")
+    return "time and cost to result: " + "; ".join(parts)
 
 
 def _estimate_line(name: str, est: dict | None) -> str:

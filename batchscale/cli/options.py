@@ -53,6 +53,9 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
                        "steps to result, an approximate regime fit)")
     group.add_argument("--max-rounds", type=_flag_number, metavar="R",
                        help="search rounds (top-ups and re-searches at the edges; default 3)")
+    group.add_argument("--price", type=_flag_number, dest="price_per_device_hour",
+                       metavar="USD", help="price per device-hour for cost to result (default 0: "
+                       "the list price of the preset, see `batchscale presets`)")
 
 
 def _flag_number(text: str):
@@ -73,7 +76,7 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
     else:
         raw = load_spec_dict(args.spec)
     for key in ("name", "store", "seed", "backend", "parallelism", "pack_size", "protocol",
-                "max_rounds"):
+                "max_rounds", "price_per_device_hour"):
         if getattr(args, key) is not None:
             raw[key] = getattr(args, key)
     overrides = {key: getattr(args, key) for key in ("dataset", "model", "optimizer")

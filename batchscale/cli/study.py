@@ -82,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from batchscale.store.filesystem import check_no_escaping_links, check_store_writable
     from batchscale.store.layout import StudyStore
 
-    spec = _absolute_store(build_spec(args))
+    spec = absolute_store(build_spec(args))
     check_store_writable(spec.store)  # a file, a read-only folder: refused before anything runs
     check_no_escaping_links(spec.store, (spec.name, "datasets"))
     store = StudyStore(spec.store)
@@ -229,7 +229,7 @@ def failure_reason(log_text: str) -> str:
     return "see the log"
 
 
-def _absolute_store(spec: StudySpec) -> StudySpec:
+def absolute_store(spec: StudySpec) -> StudySpec:
     if spec.store.startswith("gs://"):
         return spec
     raw = spec.to_dict()

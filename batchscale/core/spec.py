@@ -52,6 +52,7 @@ MAX_PACK_SIZE = MAX_TRIALS_PER_BATCH_SIZE  # a pack holds trials of one batch si
 MAX_PARALLELISM = 1_000  # pack tasks at once
 MAX_STEPS = 1_000_000_000  # a step budget; also caps decay_steps, decay_events, warmup_steps
 MAX_SEED = 2**32 - 1  # the search and trial seeds are derived from it; numpy's seed range
+MAX_PRICE = 1_000_000.0  # USD per device-hour: far past any device; catches a slip
 MAX_ROUNDS = 20  # search rounds of a study (the paper re-searched a batch size once or twice)
 # Trials a batch size may reach through top-ups and re-searches, when the spec leaves
 # ``max_trials_per_batch_size`` at 0: this multiple of ``trials_per_batch_size``.
@@ -182,6 +183,9 @@ class StudySpec:
     protocol: str = "goal"
     max_rounds: int = 3
     max_trials_per_batch_size: int = 0
+    # USD per device-hour for cost to result (``batchscale.core.prices``): 0 uses the
+    # price table for the preset the trials ran on. Changes no trial; may change any time.
+    price_per_device_hour: float = 0.0
 
     @property
     def trial_cap(self) -> int:
@@ -210,7 +214,8 @@ def spec_fingerprint(spec_dict: dict) -> str:
     """``StudySpec.fingerprint`` of a spec in its ``to_dict`` form (as the store keeps it)."""
     d = json.loads(json.dumps(spec_dict))
     for key in ("batch_sizes", "trials_per_batch_size", "parallelism", "store", "pack_size",
-                "checkpoint_seconds", "max_rounds", "max_trials_per_batch_size"):
+                "checkpoint_seconds", "max_rounds", "max_trials_per_batch_size",
+                "price_per_device_hour"):
         d.pop(key, None)
     d["max_steps"] = {}  # budgets may differ per batch size across extensions
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,8 +1,8 @@
 """What may change between two runs of one study, and the refusal that names what may not.
 
 A study grows: more batch sizes, more trials, larger budgets, more search rounds or a
-higher trial cap, another store location, other packing, parallelism or checkpoint
-interval; it may switch between the ``goal`` and ``race`` protocols. Anything else (workload, search
+higher trial cap, another store location, other packing, parallelism, checkpoint
+interval or price; it may switch between the ``goal`` and ``race`` protocols. Anything else (workload, search
 space, fixed metaparameters, goals, schedule, evaluation, seed, backend) would mix trials
 that mean different things, so a run that changes it is refused, naming the first field
 that differs. A budget may grow, never shrink, and only when no metaparameter is a
@@ -25,7 +25,7 @@ from batchscale.store.json_files import read_json_object
 STUDY_SPEC_KEY = "batchscale_study_spec"  # the spec's copy inside each study.json
 GROWS = ("batch_sizes", "trials_per_batch_size", "max_steps", "max_rounds",
          "max_trials_per_batch_size")
-FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds")
+FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds", "price_per_device_hour")
 # A study registered before the protocol field stopped its trials at the goals.
 LEGACY_PROTOCOL = "goal"
 # Protocols a study may switch between: both stop a trial only where its further steps

@@ -139,6 +139,31 @@ def on_cpu() -> bool:
     return all(device.lower().startswith("cpu") for device in training_devices())
 
 
+def hardware(replicas: int) -> dict:
+    """What a trial's timings were measured on, for its metadata (the step-time profile
+    and cost to result read it): ``device_kind`` (``cpu``, ``NVIDIA H100 80GB HBM3``,
+    ``TPU v5 lite``), ``devices`` (the devices its global batch was spread over),
+    ``preset`` (the placement preset its pod was given, ``local`` on one machine) and
+    ``cpu_cores`` (the cores the process may use). Read when a trial starts."""
+    from batchscale.core.prices import LOCAL_PRESET, PRESET_ENV
+    from batchscale.workloads.inputs import available_cpus
+
+    name = training_devices()[0]
+    kind = name.split(":")[0].lower()
+    try:
+        import keras
+
+        if keras.backend.backend() == "jax":
+            import jax
+
+            kind = jax.devices()[0].device_kind
+    except Exception:  # noqa: BLE001  (a label only: never fail a trial over it)
+        pass
+    return {"device_kind": kind, "devices": int(replicas),
+            "preset": os.environ.get(PRESET_ENV, "").strip() or LOCAL_PRESET,
+            "cpu_cores": available_cpus()}
+
+
 def training_devices() -> list[str]:
     """Keras' accelerator devices when there are any, else its CPU devices (tests force
     several): what a trial's global batch is spread over on the JAX backend."""

@@ -183,8 +183,8 @@ class _Loop:
         self.spec, self.store, self.step_fn, self.log, self.stop = spec, store, step_fn, log, stop
         real = next(r for r in runs if r is not None)
         runs = [r if r is not None else _filler(real) for r in runs]
-        for run in runs:
-            run.metadata["vmap_width"] = len(runs)
+        for run in runs:  # trials sharing each compiled step: its time is not theirs alone
+            run.metadata["vmap_width"] = run.metadata["trained_together"] = len(runs)
         self.runs, self.evaluators = runs, evaluators
         self.x_all, self.y_all, self.started = x_all, y_all, started
         self.state = stack_trials(arrays, spec.workload.optimizer != "sgd")

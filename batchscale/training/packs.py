@@ -124,8 +124,13 @@ def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, sto
     pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
     if vmappable(spec, pipeline, trials[0].batch_size):
         from batchscale.training.pack_loop import train_together
+        from batchscale.training.step_timing import profile_pack
 
-        return train_together(spec, trials, store, pipeline, log, stop, width)
+        done = train_together(spec, trials, store, pipeline, log, stop, width)
+        # trials that shared each step did not time one run alone: a probe does
+        shared = max(meta.get("trained_together", 1) for meta in done)
+        profile_pack(spec, store, pipeline, trials[0].batch_size, shared, log)
+        return done
     from batchscale.training.trainer import run_trial
 
     out = []

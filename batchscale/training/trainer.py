@@ -25,7 +25,7 @@ from batchscale.store.checkpoints import delete_checkpoint, read_checkpoint, wri
 from batchscale.store.crossings import CrossingBoard
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
-from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
+from batchscale.training.keras_setup import hardware, make_loss, seed_keras, select_backend, training_scope
 from batchscale.training.stopping import Stopped
 from batchscale.workloads import build_model, get_dataset
 from batchscale.workloads.data_order import EpochPermutations
@@ -59,6 +59,8 @@ def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: i
         "status": "INCOMPLETE",
         "steps": 0, "max_steps": max_steps, "backend": spec.backend,
         "precision": spec.workload.precision, "replicas": replicas, "trainer": trainer,
+        # the fit trainer trains one trial at a time; a vmapped group sets its width
+        "trained_together": 1, **hardware(replicas),
     }
     if params != trial.parameters:
         metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
@@ -113,6 +115,7 @@ def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata:
         status=outcome[0], stop_reason=outcome[1], steps=step,
         epochs=examples / num_train_examples,
         examples_per_second=examples / train_seconds if train_seconds else None,
+        train_seconds=train_seconds,  # training steps only: no compilation, no evaluation
         **extra, wall_time=wall_time,
     )
     metadata["measurements"] = store.write_measurements(spec, trial, rows)

@@ -17,6 +17,7 @@ from batchscale.core.spec import (
     DIRECTIONS,
     MAX_PACK_SIZE,
     MAX_PARALLELISM,
+    MAX_PRICE,
     MAX_ROUNDS,
     MAX_SEED,
     MAX_STEPS,
@@ -93,9 +94,13 @@ def parse_spec(raw: dict) -> StudySpec:
     if 0 < cap < trials:
         _fail("max_trials_per_batch_size", f"{cap} is below trials_per_batch_size ({trials}); "
               "allowed: 0 (automatic) or an integer >= trials_per_batch_size")
+    price = _number("price_per_device_hour", raw.get("price_per_device_hour", 0.0))
+    if not 0 <= price <= MAX_PRICE:
+        _fail("price_per_device_hour", f"{price} is not allowed; allowed: 0 (the price table's "
+              f"list price for the preset) or a price in USD per device-hour up to {MAX_PRICE:,.0f}")
     return StudySpec(name, store, workload, batch_sizes, trials, space, goals, max_steps, fixed,
                      schedule, evaluation, seed, backend, parallelism, pack_size,
-                     float(checkpoint_seconds), protocol, max_rounds, cap)
+                     float(checkpoint_seconds), protocol, max_rounds, cap, float(price))
 
 
 def _parse_name(raw) -> str:

@@ -110,6 +110,8 @@ def test_paper_scale_study_compiles_to_few_small_packs_with_faults_handled(tmp_p
     assert nested["train-pack"]["retryPolicy"]["maxRetryCount"] == PACK_RETRIES >= 1
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert int(k8s["exec-train-pack"]["activeDeadlineSeconds"]) == PRESETS[preset].pack_timeout_seconds
+    # the trainer records its preset in every trial's metadata: the price of its device-hours
+    assert {"name": "BATCHSCALE_PRESET", "value": preset} in _executor(doc, "train-pack")["env"]
     # the fan-in: dsl.ExitHandler's exit task, after the sub-DAG holding every other step
     aggregate = root_tasks["aggregate"]
     assert aggregate["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
@@ -140,3 +142,31 @@ def test_compile_does_not_import_tensorflow_keras_or_jax(tmp_path):
 def test_compile_refuses_a_local_pipeline_store(tmp_path, capsys):
     assert main(["compile", "-o", str(tmp_path / "p.yaml"), "--pipeline-store", "/tmp/x"]) == 2
     assert "gs://" in capsys.readouterr().err
+
+
+def test_the_plan_pipeline_runs_the_probe_on_the_trainer_preset(tmp_path):
+    """``batchscale plan --compile``: prepare_data on the light pool, then plan_study on the
+    preset's accelerator node (its step times must be the trainers'), which records the
+    preset's name for pricing; the plan's Markdown and Metrics reach the UI."""
+    from batchscale.core.prices import PRESET_ENV
+    from batchscale.pipelines.plan import PLAN_TIMEOUT_SECONDS, plan_pipeline_name
+
+    out = tmp_path / "plan.yaml"
+    assert main(["plan", "--workload", "cifar_10/resnet_8", "--compile", str(out),
+                 "--preset", "nvidia-l4", "--pipeline-store", "gs://b/studies"]) == 0
+    doc, platform = yaml.safe_load_all(out.read_text())
+    assert doc["pipelineInfo"]["name"] == plan_pipeline_name("nvidia-l4")
+    tasks = doc["root"]["dag"]["tasks"]
+    assert set(tasks) == {"prepare-data", "plan-study"}
+    assert tasks["plan-study"]["dependentTasks"] == ["prepare-data"]
+    assert doc["root"]["inputDefinitions"]["parameters"]["store_root"]["defaultValue"] == "gs://b/studies"
+    plan = _executor(doc, "plan-study")
+    assert plan["resources"]["accelerator"]["resourceType"] == "nvidia.com/gpu"
+    assert {"name": PRESET_ENV, "value": "nvidia-l4"} in plan["env"]
+    assert "accelerator" not in _executor(doc, "prepare-data").get("resources", {})
+    outputs = doc["components"]["comp-plan-study"]["outputDefinitions"]["artifacts"]
+    assert {outputs[k]["artifactType"]["schemaTitle"] for k in outputs} == {
+        "system.Markdown", "system.Metrics"}
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert int(k8s["exec-plan-study"]["activeDeadlineSeconds"]) == PLAN_TIMEOUT_SECONDS
+    assert k8s["exec-plan-study"]["nodeSelector"]["labels"]["cloud.google.com/gke-accelerator"] == "nvidia-l4"

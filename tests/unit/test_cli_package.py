@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from batchscale.cli import analysis, catalog, cluster, settings, study
+from batchscale.cli import analysis, catalog, cluster, plan, settings, study
 from batchscale.cli.main import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, main, make_parser
 from tests.import_graph import graph
 
@@ -30,6 +30,7 @@ CLI = REPO / "batchscale" / "cli"
 ROOT_MODULES = {"batchscale.cli", "batchscale.cli.main", "batchscale.cli.__main__"}
 GROUPS = {  # the command groups of issue 11 and the commands each registers, in order
     study: ["run", "compile", "validate"],
+    plan: ["plan"],
     cluster: ["upload", "submit"],
     analysis: ["report", "compare"],
     catalog: ["workloads", "presets"],

@@ -110,6 +110,9 @@ SPEC_CASES = [
      "max_rounds: 0 is out of range; allowed: an integer >= 1 and <= 20"),
     ("trial-cap-below-trials", {"max_trials_per_batch_size": 5},
      "max_trials_per_batch_size: 5 is below trials_per_batch_size (10)"),
+    ("price-negative", {"price_per_device_hour": -2.5},
+     "price_per_device_hour: -2.5 is not allowed; allowed: 0 (the price table's list price"),
+    ("price-text", {"price_per_device_hour": "$3"}, "price_per_device_hour: '$3' is not a finite number"),
 ]
 
 # (case, argv after ``validate``, start of the message): the flags through the real CLI
@@ -123,6 +126,7 @@ FLAG_CASES = [
     ("flag-workload-malformed", ["--workload", "cifar_10"], "--workload: 'cifar_10' must be DATASET/MODEL"),
     ("flag-trials-not-a-number", ["--trials", "abc"], "trials_per_batch_size: 'abc' is not an integer"),
     ("flag-seed-negative", ["--seed", "-1"], "seed: -1 is out of range"),
+    ("flag-price-huge", ["--price", "1e9"], "price_per_device_hour: 1000000000.0 is not allowed"),
     ("flag-parallelism-zero", ["--parallelism", "0"], "parallelism: 0 is out of range"),
     ("flag-max-steps-fraction", ["--max-steps", "2.5"], "max_steps: 2.5 is not an integer"),
 ]

@@ -1,0 +1,146 @@
+"""The report's "Time and cost to result" section, and the plan's predicted noise scale
+beside the fitted critical batch size.
+
+``time_html`` / ``time_markdown`` render ``Analysis.time_cost``
+(``time_to_result.TimeCost``): one sentence naming the fastest and the cheapest batch size
+on the hardware and the device limit, the per-batch-size table, both figures, the price
+with its date and source, and the step-time profile with where each step time comes from.
+
+``predicted_noise_scale`` sets what ``batchscale plan`` predicted before the sweep (its
+gradient noise scale B_simple with its interval, McCandlish et al. 2018) beside the fit's
+B*, so a reader sees whether the cheap prediction held; ``noise_scale_line`` says it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from batchscale.analysis import html as h
+from batchscale.analysis.report_figures import TIME_FIGURES
+from batchscale.analysis.time_to_result import duration, money
+from batchscale.core.prices import PRICE_SOURCE
+
+TITLE = "Time and cost to result"
+SHOWN = ["batch_size", "devices", "steps_to_result", "steps_low", "steps_high",
+         "seconds_per_step", "step_time_source", "time_seconds", "time_low", "time_high",
+         "device_hours", "price_per_device_hour", "cost", "cost_low", "cost_high", "note"]
+INTERVALS = ("Intervals (low, high): the regime fit's bootstrap of steps to result (each "
+             "resampled crossing drawn within its evaluation interval, the best-of-n overshoot "
+             "added back), widened to hold the measured steps to result, times the step time; "
+             "the step time's own spread is not in them. Step times: the median of solo trial "
+             "timings (trials that trained alone, at least 20 steps; 3 or more: source trials), "
+             "else the plan's probe, else the few trials; timings of vmapped packs are shared "
+             "between their trials and never used.")
+PROFILE_SHOWN = ["batch_size", "devices", "seconds_per_step", "source", "timings",
+                 "trials_seconds_per_step", "packed_timings", "shared_seconds_per_trial_step",
+                 "precision", "device_kind", "preset", "cpu_cores"]
+
+
+def _float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def predicted_noise_scale(plan: dict | None, fit) -> dict | None:
+    """plan.json's B_simple [low, high] (and b_small, b_big) beside the fit's B*: the ratio
+    B*/B_simple and whether B* lies inside [low, high]; None without a usable plan."""
+    noise = (plan or {}).get("noise_scale") if isinstance(plan, dict) else None
+    if not isinstance(noise, dict) or not math.isfinite(_float(noise.get("value"))):
+        return None
+    out = {k: _float(noise.get(k)) for k in ("value", "low", "high", "b_small", "b_big")}
+    out.update(b_star=None, ratio=None, inside=None)
+    if fit is not None and fit.fitted:
+        b = fit.b_star
+        out["b_star"] = {"value": b.value, "low": b.low, "high": b.high, "status": b.status}
+        if out["value"] > 0:
+            out["ratio"] = b.value / out["value"]
+        if math.isfinite(out["low"]) and math.isfinite(out["high"]):
+            out["inside"] = bool(out["low"] <= b.value <= out["high"])
+    return out
+
+
+def noise_scale_line(predicted: dict | None) -> str | None:
+    """"B_simple predicted by `batchscale plan` before the sweep: X [lo, hi]; fitted B*:
+    Y [lo, hi]; B*/B_simple = r; B* inside the predicted range", or None."""
+    if not predicted:
+        return None
+    line = (f"B_simple predicted by `batchscale plan` before the sweep: "
+            f"{_interval(predicted['value'], predicted['low'], predicted['high'])}")
+    b = predicted.get("b_star")
+    if not b:
+        return f"{line}; no fitted B* to compare it with"
+    line += f"; fitted B*: {_interval(b['value'], b['low'], b['high'])}"
+    if predicted.get("ratio") is not None:
+        line += f"; B*/B_simple = {predicted['ratio']:.3g}"
+    if predicted.get("inside") is not None:
+        line += f"; B* {'inside' if predicted['inside'] else 'outside'} the predicted range"
+    return line
+
+
+def _interval(value: float, low: float, high: float) -> str:
+    return f"{h.fmt(value)} [{h.fmt(low)}, {h.fmt(high)}]"
+
+
+def headline(tc) -> str:
+    """One sentence: the fastest and the cheapest batch size on the hardware, and the
+    device limit."""
+    where = f"On {tc.profile.device_kind}" if tc.profile.device_kind else "On the study's hardware"
+    several = tc.table["devices"].nunique() > 1
+    parts = []
+    if tc.fastest is None:
+        parts.append("no batch size has both steps to result and a step time, so no time to "
+                     "result can be given")
+    else:
+        f = tc.fastest
+        at = f" on {f.devices} devices" if several else ""
+        parts.append(f"the fastest batch size is {f.batch_size}{at}: {duration(f.value)} "
+                     f"[{duration(f.low)}, {duration(f.high)}]")
+    if tc.cheapest is not None:
+        c = tc.cheapest
+        at = f" on {c.devices} devices" if several else ""
+        parts.append(f"the cheapest is {c.batch_size}{at}: {money(c.value, tc.currency)} "
+                     f"[{money(c.low, '').strip()}, {money(c.high, '').strip()}]")
+    elif tc.fastest is not None:
+        parts.append(f"no cost: {tc.price_source}")
+    return f"{where}, {'; '.join(parts)}. Device limit: {tc.device_limit.text}."
+
+
+def price_line(tc) -> str:
+    return (f"Price: {tc.currency} {h.fmt(tc.price_per_device_hour)} per device-hour "
+            f"({tc.price_source}); list prices of {tc.price_date} ({PRICE_SOURCE}), a CPU "
+            "trial's device being the cores it ran on; override with the spec's "
+            "price_per_device_hour or `batchscale report --price`.")
+
+
+def _table(tc) -> pd.DataFrame:
+    return tc.table[SHOWN].assign(note=tc.table["note"].fillna(""))
+
+
+def time_html(analysis) -> list[str]:
+    tc = getattr(analysis, "time_cost", None)
+    if tc is None:
+        return []
+    figures = [h.figure(*analysis.figures[name], alt=name) for name in TIME_FIGURES
+               if name in analysis.figures]
+    notes = tc.summary()["notes"]
+    return [f'<h2 id="time-and-cost">{TITLE}</h2>', f"<p>{h.esc(headline(tc))}</p>",
+            h.table(_table(tc)), f'<p class="note">{h.esc(INTERVALS)}</p>', *figures,
+            f'<p class="note">{h.esc(price_line(tc))}</p>',
+            "<h3>Step-time profile</h3>", h.table(tc.profile.table, PROFILE_SHOWN),
+            *(f'<p class="note">{h.esc(n)}</p>' for n in notes)]
+
+
+def time_markdown(analysis) -> list[str]:
+    tc = getattr(analysis, "time_cost", None)
+    if tc is None:
+        return []
+    return [f"## {TITLE}", "", headline(tc), "", *h.markdown_table(_table(tc)), "",
+            INTERVALS, "", price_line(tc), "", "### Step-time profile", "",
+            *h.markdown_table(tc.profile.table, PROFILE_SHOWN), "",
+            *(f"- {n}" for n in tc.summary()["notes"]),
+            "Figures: " + ", ".join(n for n in TIME_FIGURES if n in analysis.figures)
+            + " (embedded in report.html).", ""]

@@ -1,0 +1,73 @@
+"""``batchscale plan``: before any sweep, measure and estimate on this machine.
+
+  batchscale plan [SPEC] [--probe-seconds S]     probe here, print the plan, write plan.json
+  batchscale plan [SPEC] --compile FILE --preset P   the plan pipeline for a cluster instead
+
+The probes (``batchscale.planning.probe``) train a few short runs at the spec's smallest
+batch size to measure the gradient noise scale B_simple, and time a few hundred steps at
+every batch size; ``batchscale.planning.plan`` turns them into a proposed batch-size grid
+and an estimate of the study's trials, steps, device-hours, wall time and cost. Nothing
+of the study's trials is touched: the plan goes to ``<store>/<study>/plan/plan.json`` and
+the step times to ``<study>/profile/step_times.json``, where the study's report finds them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from batchscale.cli.options import (
+    add_placement_args,
+    add_spec_args,
+    build_spec,
+    images_arg,
+    pipeline_store_arg,
+)
+from batchscale.core.spec import SpecError
+
+DEFAULT_PROBE_SECONDS = 60.0
+
+
+def add_commands(sub) -> None:
+    """Register ``plan`` on the CLI's subparsers."""
+    plan = sub.add_parser("plan", help="before a sweep: gradient noise scale, proposed batch "
+                          "sizes, and the study's estimated steps, time and cost")
+    add_spec_args(plan)
+    plan.add_argument("--probe-seconds", type=float, default=DEFAULT_PROBE_SECONDS, metavar="S",
+                      help="at most this long for the noise probe's training runs (default 60)")
+    plan.add_argument("--compile", metavar="FILE",
+                      help="write the plan pipeline (for the cluster, on --preset) instead of probing here")
+    plan.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
+    add_placement_args(plan)
+    plan.set_defaults(func=cmd_plan)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    spec = build_spec(args)
+    if args.compile:
+        from batchscale.pipelines.plan import compile_plan_pipeline
+
+        compile_plan_pipeline(spec, args.compile, store_root=pipeline_store_arg(args),
+                              preset=args.preset, images=images_arg(args))
+        print(f"wrote {args.compile} (the plan of study {spec.name} on preset {args.preset})")
+        return 0
+    if not 0 < args.probe_seconds <= 24 * 3600:
+        raise SpecError(f"--probe-seconds: {args.probe_seconds:g} is not allowed; allowed: a "
+                        "number of seconds > 0 and at most 86400")
+    from batchscale.cli.study import absolute_store
+    from batchscale.planning.plan import plan_study
+    from batchscale.store.filesystem import check_store_writable
+    from batchscale.store.layout import StudyStore
+
+    spec = absolute_store(spec)
+    check_store_writable(spec.store)
+    store = StudyStore(spec.store)
+    store.check_compatible(spec)  # a plan for another study under this name: refused
+    plan = plan_study(spec, store, log=_progress,
+                      probe_seconds=args.probe_seconds)
+    print("\n".join(plan.lines()))
+    return 0
+
+
+def _progress(line: str) -> None:
+    print(f"  {line}", file=sys.stderr, flush=True)

@@ -1,0 +1,136 @@
+"""``batchscale plan``: before any sweep, what the study will find and what it will cost.
+
+``plan_study`` prepares the data set, runs the noise probe at the spec's smallest batch
+size (``probe.noise_probe``), estimates the gradient noise scale B_simple
+(``noise_scale``), proposes a grid of batch sizes spanning the knee it predicts
+(``grid``), times a few hundred steps at every batch size of the spec on this machine
+(``training.step_timing``), prices them (``core.prices``) and estimates the study's
+trials, trained steps, device-hours, wall time and cost under its protocol
+(``estimate``). It writes ``<study>/plan/plan.json`` and the step times to
+``<study>/profile/step_times.json`` (where the study's report finds both: the predicted
+B_simple beside the fitted B*, the probe's step times where the trials' own are shared),
+and touches nothing else of the study.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from batchscale.core.prices import device_price
+from batchscale.core.spec import StudySpec
+from batchscale.planning.estimate import StudyEstimate, estimate_study
+from batchscale.planning.grid import propose_grid
+from batchscale.planning.noise_scale import NoiseScale, estimate_noise_scale
+from batchscale.planning.probe import NoiseProbe, check_backend, check_probeable, noise_probe
+from batchscale.training.step_timing import now_iso
+
+PLAN_FORMAT = 1
+
+
+@dataclass
+class Plan:
+    spec: StudySpec
+    hardware: dict
+    probe: NoiseProbe
+    noise: NoiseScale
+    grid: list[int]
+    step_times: list[dict]
+    estimate: StudyEstimate
+    price: float
+    price_source: str
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {
+            "format": PLAN_FORMAT, "created": now_iso(), "study": self.spec.name,
+            "workload": {"dataset": self.spec.workload.dataset, "model": self.spec.workload.model,
+                         "optimizer": self.spec.workload.optimizer},
+            "hardware": self.hardware, "noise_scale": self.noise.to_dict(),
+            "probe": {"batch_size": self.probe.batch_size, "big_batch_size": self.probe.big_batch_size,
+                      "steps": self.probe.steps, "seconds": round(self.probe.seconds, 2),
+                      "goal": self.spec.goals[0].label,
+                      "runs": [r.to_dict() for r in self.probe.runs]},
+            "grid": self.grid, "step_times": self.step_times,
+            "price_per_device_hour": self.price, "price_source": self.price_source,
+            "estimate": self.estimate.to_dict(), "seconds": round(self.seconds, 1),
+        }
+
+    def lines(self) -> list[str]:
+        """What ``batchscale plan`` prints."""
+        n, spec = self.noise, self.spec
+        hw = self.hardware
+        out = [f"plan for study {spec.name}: {spec.workload.dataset}/{spec.workload.model}/"
+               f"{spec.workload.optimizer} on {hw['device_kind']} ({hw['cpu_cores']:g} cores, "
+               f"preset {hw['preset']})",
+               f"gradient noise scale B_simple = {n.value:.3g} [{n.low:.3g}, {n.high:.3g}] "
+               f"({n.level:.0%} interval), from gradients over {n.b_small} and {n.b_big} "
+               f"examples, {n.measurements} measurements over {self.probe.steps:,} steps",
+               "  how it evolved over the probe (B_simple grows as training goes on):"
+               + "".join(f" step {s:,}: {b:.3g};" for s, b in _sampled(n.trajectory)),
+               f"probe runs at batch size {self.probe.batch_size} (constant learning rate, "
+               f"goal {spec.goals[0].label}):"]
+        for run in self.probe.runs:
+            p = run.parameters
+            what = ("diverged" if run.diverged else f"goal at step {run.crossing:,}"
+                    if run.crossing is not None else f"no goal in {run.to_dict()['steps']:,} steps")
+            out.append(f"  learning_rate {p['learning_rate']:.3g}"
+                       + (f", momentum {p['momentum']:.3g}" if "momentum" in p else "") + f": {what}")
+        out.append("proposed batch sizes (powers of 2 around the predicted knee): "
+                   + " ".join(map(str, self.grid)))
+        out.append(f"the spec's batch sizes: {' '.join(map(str, spec.batch_sizes))}")
+        out.extend(self.estimate.lines())
+        out.append(f"price: {self.price:.4g} USD per device-hour ({self.price_source})")
+        out.append(f"plan written to {spec.store.rstrip('/')}/{spec.name}/plan/plan.json "
+                   f"({self.seconds:.0f}s)")
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        """Kubeflow UI Metrics."""
+        e = self.estimate
+        return {"b_simple": self.noise.value, "b_simple_low": self.noise.low,
+                "b_simple_high": self.noise.high, "estimated_trials": float(e.trials),
+                "estimated_trained_steps": e.trained_steps,
+                "estimated_device_hours": e.device_hours,
+                "estimated_wall_seconds": e.wall_seconds, "estimated_cost": e.cost}
+
+
+def _sampled(trajectory, count: int = 6):
+    points = [(int(s), float(b)) for s, b in trajectory if b is not None and b == b]
+    if len(points) <= count:
+        return points
+    step = (len(points) - 1) / (count - 1)
+    return [points[round(i * step)] for i in range(count)]
+
+
+def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -> Plan:
+    """Probe, estimate, write plan.json and the step times; see the module docstring."""
+    from batchscale.store.profiles import write_plan, write_step_times
+    from batchscale.training.keras_setup import hardware, select_backend
+    from batchscale.training.step_timing import time_steps
+    from batchscale.workloads import get_dataset
+    from batchscale.workloads.dataset_registry import open_pipeline
+    from batchscale.workloads.prepare import prepare_dataset
+
+    started = time.time()
+    check_backend(spec)  # refused before anything is written
+    prepare_dataset(store, spec.workload.dataset, log)
+    pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
+    check_probeable(spec, pipeline)  # before Keras is imported for a backend
+    select_backend(spec.backend)
+    small = min(spec.batch_sizes)
+    probe = noise_probe(spec, pipeline, small, spec.max_steps[small], probe_seconds, log)
+    noise = estimate_noise_scale(probe.measurements)
+    grid = propose_grid(noise, largest=pipeline.num_train_examples)
+    step_times = time_steps(spec, pipeline, spec.batch_sizes, log)
+    write_step_times(store.fs, spec.name, step_times)
+    hw = hardware(1)
+    price, source = device_price(hw["preset"], hw["cpu_cores"], spec.price_per_device_hour)
+    estimate = estimate_study(
+        spec, noise, probe.batch_size, [r.crossing for r in probe.runs],
+        {r["batch_size"]: r["seconds_per_step"] for r in step_times}, devices=1,
+        price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds)
+    plan = Plan(spec, hw, probe, noise, grid, step_times, estimate, price, source,
+                time.time() - started)
+    write_plan(store.fs, spec.name, plan.to_dict())
+    return plan

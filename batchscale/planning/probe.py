@@ -1,0 +1,176 @@
+"""The noise probe of ``batchscale plan`` (JAX backend, in-memory data): the gradient
+statistics that the noise scale is estimated from (step times: ``training.step_timing``).
+
+``noise_probe``: a few short training runs at one small batch size ``b`` (the learning
+rate at the 1/4, 1/2 and 3/4 points of its searched range, in its own scale; every other
+searched parameter at its midpoint; a constant learning rate), vmapped together and
+evaluated on the study's evaluation grid. They say how far an untuned run gets and when
+it reaches the study's first goal. At evenly spaced evaluations (about ``MEASUREMENTS``
+over the probe) the run with the lowest training loss that is still training gives one
+gradient measurement: the mean squared norm of ``m`` gradients over
+``b`` examples each, and the squared norm of their mean (``m * b`` examples), from which
+``noise_scale.estimate_noise_scale`` estimates B_simple (McCandlish et al. 2018).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from batchscale.core.goals import first_step_reaching
+from batchscale.core.spec import StudySpec
+from batchscale.training.step_timing import device_arrays, probe_pack, probe_parameters
+
+MICROBATCHES = 64  # gradients per noise measurement: B_big = MICROBATCHES x b
+PROBE_QUANTILES = (0.25, 0.5, 0.75)  # learning rates of the probe runs, in their range
+MEASUREMENTS = 100  # gradient measurements over a probe that runs to its last step
+
+
+@dataclass
+class ProbeRun:
+    """One probe run: its metaparameters, the step it first reached the study's first
+    goal (None: not within the probe), whether it diverged, and its measurements rows."""
+
+    parameters: dict
+    crossing: int | None = None
+    diverged: bool = False
+    rows: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        last = self.rows[-1] if self.rows else {}
+        return {"parameters": self.parameters, "crossing": self.crossing,
+                "diverged": self.diverged, "steps": int(last.get("step", 0))}
+
+
+@dataclass
+class NoiseProbe:
+    batch_size: int
+    big_batch_size: int
+    runs: list[ProbeRun]
+    measurements: list[dict]  # step, b_small, b_big, small_sq, big_sq
+    steps: int
+    seconds: float
+    evaluation_seconds: float = 0.0  # one evaluation of one run (the first evaluations
+    # include compiling the prediction: an upper estimate)
+
+
+def check_backend(spec: StudySpec) -> None:
+    """Refuse, in one line, a study on a backend the probes do not run on."""
+    if spec.backend != "jax":
+        raise ValueError(f"the probes need the JAX backend; this study uses {spec.backend} "
+                         "(set backend: jax, or time it from its trials' own timings)")
+
+
+def check_probeable(spec: StudySpec, pipeline) -> None:
+    """Refuse, in one line, a study the probes cannot measure."""
+    check_backend(spec)
+    if not pipeline.in_memory or pipeline.task != "classification":
+        raise ValueError(
+            f"the probes need an in-memory classification data set; {spec.workload.dataset} "
+            f"({pipeline.task}, {'in memory' if pipeline.in_memory else 'streamed'}) is not: "
+            "its trials' own timings give its step-time profile")
+
+
+def _gradient_stats(step_fn):
+    """jitted (trainable, non_trainable, xs (m, b, ...), ys) -> (mean_i |g_i|^2, |mean_i g_i|^2):
+    the m gradients are summed in a scan, so memory stays one gradient, not m."""
+    import jax
+    import jax.numpy as jnp
+    from keras import ops
+
+    model = step_fn.model
+
+    def loss(trainable, non_trainable, x, y):
+        logits, _ = model.stateless_call(trainable, non_trainable, x, training=True)
+        return ops.mean(ops.categorical_crossentropy(y, logits, from_logits=True))
+
+    grad = jax.grad(loss)
+
+    def squared(tree):
+        return sum(jnp.sum(jnp.square(leaf.astype(jnp.float32))) for leaf in jax.tree.leaves(tree))
+
+    def stats(trainable, non_trainable, xs, ys):
+        def body(carry, xy):
+            total, sq = carry
+            g = grad(trainable, non_trainable, *xy)
+            return (jax.tree.map(jnp.add, total, g), sq + squared(g)), None
+
+        zeros = jax.tree.map(jnp.zeros_like, trainable)
+        (total, sq), _ = jax.lax.scan(body, (zeros, jnp.float32(0.0)), (xs, ys))
+        m = xs.shape[0]
+        return sq / m, squared(jax.tree.map(lambda t: t / m, total))
+
+    return jax.jit(stats)
+
+
+def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
+                max_seconds: float, log=print) -> NoiseProbe:
+    """Train the probe runs at ``batch_size`` up to ``max_steps`` (or ``max_seconds``),
+    measuring gradients at every evaluation (see the module docstring)."""
+    from batchscale.training.evaluation_grid import evaluation_steps
+    from batchscale.training.evaluator import Evaluator, evaluate_pack
+    from batchscale.training.keras_setup import training_scope
+    from batchscale.workloads.data_order import EpochPermutations
+
+    check_probeable(spec, pipeline)
+    n = pipeline.num_train_examples
+    micro = max(2, min(MICROBATCHES, n // batch_size))
+    if n // batch_size < 2:
+        raise ValueError(f"batch size {batch_size} leaves fewer than 2 batches in the "
+                         f"{n} training examples: the noise probe needs a smaller batch size")
+    goal = spec.goals[0]
+    runs = [ProbeRun(probe_parameters(spec, q)) for q in PROBE_QUANTILES]
+    x_all, y_all = device_arrays(pipeline)
+    rng = np.random.default_rng(spec.seed)
+    started = time.time()
+    with training_scope(spec.backend, spec.workload.precision, 1, log):
+        _, step_fn, state, hyper = probe_pack(spec, pipeline, [r.parameters for r in runs])
+        stats = _gradient_stats(step_fn)
+        evaluators = [Evaluator(None, pipeline, spec.evaluation.train_examples, spec.seed + i)
+                      for i in range(len(runs))]
+        orders = [EpochPermutations(n, batch_size, spec.seed + i) for i in range(len(runs))]
+        measurements, step, next_measure, evaluations, eval_seconds = [], 0, 0, 0, 0.0
+        every = max(1, max_steps // MEASUREMENTS)  # evenly over the probe, not on the
+        # evaluation grid (geometric: most of its points come early in training)
+        for target in evaluation_steps(max_steps, spec.evaluation.resolution):
+            if target > step:
+                k = target - step
+                indices = np.stack([o.take(k).reshape(k, -1) for o in orders], 1)
+                state, finite = step_fn.run_chunk(state, hyper, indices, step, x_all, y_all)
+                step = target
+            tick = time.perf_counter()
+            rows = evaluate_pack(evaluators, lambda x, shared, state=state: step_fn.predict(
+                state, x, shared, x_all), step, started)
+            evaluations, eval_seconds = evaluations + 1, eval_seconds + time.perf_counter() - tick
+            live = []
+            for i, (run, row) in enumerate(zip(runs, rows)):
+                if run.diverged or run.crossing is not None:
+                    continue
+                run.rows.append(row)
+                loss, initial = row["train/cross_entropy_error"], run.rows[0]["train/cross_entropy_error"]
+                if step and (not np.isfinite(loss) or loss > spec.evaluation.divergence_factor * initial
+                             or not bool(finite[i])):
+                    run.diverged = True
+                    continue
+                run.crossing = first_step_reaching(run.rows, goal)
+                live.append((loss, i))
+            if live and step >= next_measure:
+                next_measure = step + every
+                best = min(live)[1]
+                pick = rng.choice(n, size=micro * batch_size, replace=False).reshape(micro, batch_size)
+                small, big = stats([v[best] for v in state.trainable],
+                                   [v[best] for v in state.non_trainable], x_all[pick], y_all[pick])
+                measurements.append({"step": step, "b_small": batch_size,
+                                     "b_big": micro * batch_size,
+                                     "small_sq": float(small), "big_sq": float(big)})
+            training = [r for r in runs if not r.diverged and r.crossing is None]
+            if not training or time.time() - started > max_seconds:
+                break
+    seconds = time.time() - started
+    log(f"noise probe: {len(measurements)} gradient measurements over {step:,} steps at batch "
+        f"size {batch_size} (big batch {micro * batch_size}), {seconds:.0f}s")
+    per_evaluation = eval_seconds / max(1, evaluations * len(runs))
+    return NoiseProbe(batch_size, micro * batch_size, runs, measurements, step, seconds,
+                      per_evaluation)
