@@ -3,8 +3,9 @@
 Time to result is steps to result x seconds per step (``time_to_result``), so the step
 time must be what one trial's step costs when it has the device to itself. Two places
 measure it: the trials themselves (metadata.json ``train_seconds`` / ``steps``: training
-steps only, no compilation, no evaluation) and the timing probes ``batchscale plan``
-writes (``batchscale.store.profiles.read_step_times``).
+steps only, no compilation, no evaluation) and timing probes
+(``batchscale.store.profiles.read_step_times``), which a vmapped pack runs for its batch
+size when it ends and ``batchscale plan`` runs for every batch size of the spec.
 
 Only a *solo* trial's timing is a step time: one that trained alone
 (``trained_together`` 1; in stores written before that key, ``trainer`` "fit" or

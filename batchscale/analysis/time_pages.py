@@ -98,15 +98,21 @@ def headline(tc) -> str:
         f = tc.fastest
         at = f" on {f.devices} devices" if several else ""
         parts.append(f"the fastest batch size is {f.batch_size}{at}: {duration(f.value)} "
-                     f"[{duration(f.low)}, {duration(f.high)}]")
+                     f"[{duration(f.low)}, {duration(f.high)}]{_close(f)}")
     if tc.cheapest is not None:
         c = tc.cheapest
         at = f" on {c.devices} devices" if several else ""
         parts.append(f"the cheapest is {c.batch_size}{at}: {money(c.value, tc.currency)} "
-                     f"[{money(c.low, '').strip()}, {money(c.high, '').strip()}]")
+                     f"[{money(c.low, '').strip()}, {money(c.high, '').strip()}]{_close(c)}")
     elif tc.fastest is not None:
         parts.append(f"no cost: {tc.price_source}")
     return f"{where}, {'; '.join(parts)}. Device limit: {tc.device_limit.text}."
+
+
+def _close(choice) -> str:
+    if not choice.close:
+        return ""
+    return f" (within 10% of it: {', '.join(map(str, choice.close))})"
 
 
 def price_line(tc) -> str:

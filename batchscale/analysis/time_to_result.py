@@ -42,13 +42,16 @@ TIME_COLUMNS = [
 
 @dataclass(frozen=True)
 class Choice:
-    """One (batch size, devices) and its time or cost with the interval."""
+    """One (batch size, devices) and its time or cost with the interval; ``close``: the
+    other batch sizes within ``FASTER`` of it (a choice among them is within the noise
+    of the step times and of the search)."""
 
     batch_size: int
     devices: int
     value: float
     low: float
     high: float
+    close: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -245,8 +248,11 @@ def _best(table: pd.DataFrame, what: str) -> Choice | None:
         return None
     r = ok.sort_values([column, "batch_size", "devices"]).iloc[0]
     low, high = (("time_low", "time_high") if what == "time" else ("cost_low", "cost_high"))
+    values = pd.to_numeric(ok[column], errors="coerce").astype(float)
+    close = sorted({int(b) for b, v in zip(ok["batch_size"], values)
+                    if v <= FASTER * float(r[column]) and int(b) != int(r["batch_size"])})
     return Choice(int(r["batch_size"]), int(r["devices"]), float(r[column]), float(r[low]),
-                  float(r[high]))
+                  float(r[high]), tuple(close))
 
 
 def device_limit(table: pd.DataFrame, fit=None) -> DeviceLimit:

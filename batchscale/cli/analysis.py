@@ -199,12 +199,16 @@ def time_cost_line(time_and_cost: dict | None) -> str | None:
         return money(v if v is not None else math.nan, "").strip()
 
     fastest, cheapest = summary.get("fastest"), summary.get("cheapest")
+    def close(choice):
+        near = choice.get("close") or []
+        return f"; within 10%: {', '.join(map(str, near))}" if near else ""
+
     parts = [f"fastest batch size {fastest['batch_size']} ({fastest['devices']} device(s), "
-             f"{d(fastest['value'])} [{d(fastest['low'])}, {d(fastest['high'])}])"
+             f"{d(fastest['value'])} [{d(fastest['low'])}, {d(fastest['high'])}]{close(fastest)})"
              if fastest else "fastest batch size: none (no steps to result with a step time)"]
     currency = summary.get("currency", "USD")
     parts.append(f"cheapest {cheapest['batch_size']} ({currency} {m(cheapest['value'])} "
-                 f"[{m(cheapest['low'])}, {m(cheapest['high'])}])" if cheapest
+                 f"[{m(cheapest['low'])}, {m(cheapest['high'])}]{close(cheapest)})" if cheapest
                  else "cheapest: none (no price or no time)")
     return "time and cost to result: " + "; ".join(parts)
 

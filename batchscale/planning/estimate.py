@@ -18,10 +18,12 @@ The model (each assumption stated in what ``batchscale plan`` prints):
 - Step times: measured per batch size where given; elsewhere interpolated log-log between
   measured neighbours, or beyond the largest measured one at its time per example.
 - Device-hours = (steps x step time + evaluations x the probe's time per evaluation) x
-  devices / 3600, summed over batch sizes; wall time = those seconds / parallelism, as if
-  the parallel packs did not slow each other down (on a machine whose cores they share,
-  they do) and without start-up and compilation; cost = device-hours x price per
-  device-hour.
+  devices / 3600, summed over batch sizes; cost = device-hours x price per device-hour.
+- Wall time = (those seconds + pack tasks x start-up) / parallelism: a pack task per
+  batch size and ``pack_size`` trials (``PACK_GUESS`` when the spec leaves it to the
+  preset), each paying about the start-up the plan itself measured (imports, data,
+  first compilation), as if the parallel packs did not slow each other down (on a
+  machine whose cores they share, they do).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from batchscale.core.spec import StudySpec
+
+PACK_GUESS = 16  # trials per pack task when the spec leaves it to the preset (cpu's cap)
 
 
 @dataclass(frozen=True)
@@ -115,9 +119,11 @@ def step_time_at(batch_size: int, measured: dict[int, float]) -> tuple[float, st
 
 def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: list[int | None],
                    step_times: dict[int, float], devices: int = 1, price: float = 0.0,
-                   price_source: str = "", evaluation_seconds: float = 0.0) -> StudyEstimate:
+                   price_source: str = "", evaluation_seconds: float = 0.0,
+                   startup_seconds: float = 0.0) -> StudyEstimate:
     """The study's estimate (see the module docstring); ``noise`` has ``value``;
-    ``evaluation_seconds``: one evaluation of one trial (the probe's)."""
+    ``evaluation_seconds``: one evaluation of one trial (the probe's); ``startup_seconds``:
+    what one pack task pays before it trains."""
     from batchscale.training.evaluation_grid import evaluation_steps
 
     b_n = float(noise.value)
@@ -159,7 +165,8 @@ def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: lis
     trained = sum(b.trained_steps for b in per_batch)
     full = float(sum(spec.max_steps[b] * n for b in spec.batch_sizes))
     device_hours = sum(b.device_hours for b in per_batch)
-    wall = device_hours * 3600 / max(1, devices) / max(1, spec.parallelism)
+    packs = len(spec.batch_sizes) * math.ceil(n / (spec.pack_size or min(n, PACK_GUESS)))
+    wall = (device_hours * 3600 / max(1, devices) + packs * startup_seconds) / max(1, spec.parallelism)
     return StudyEstimate(spec.protocol, s_min, b_n, tuple(per_batch), n * len(spec.batch_sizes),
                          spec.trial_cap, trained, full, device_hours, wall,
                          device_hours * price, price, price_source, tuple(notes))

@@ -10,8 +10,9 @@ B_small < B_big give unbiased estimates of both
 
 and B_simple = tr(Sigma) / |G|^2. One measurement's ratio is wild (its |G|^2 estimate may
 even be negative), so both are averaged over measurements before dividing: the value is
-the ratio of their means over the probe's final window (the last quarter of the
-measurements, at least ``MIN_WINDOW``), its interval a bootstrap over those measurements,
+the ratio of their means over the probe's final window (the measurements in the last
+half of its steps, the last octave of training, at least ``MIN_WINDOW``; the probe
+measures at every evaluation, on a geometric grid), its interval a bootstrap over them,
 and the trajectory an exponential moving average (``SMOOTHING``) of each over the whole
 probe, to show how it evolved. The probe measures |G_small|^2 as the mean over m
 microbatches of B_small examples of their squared gradient norms, and |G_big|^2 as the
@@ -34,7 +35,7 @@ import numpy as np
 
 MIN_MEASUREMENTS = 8
 MIN_WINDOW = 5
-WINDOW_FRACTION = 0.25
+WINDOW_START = 0.5  # the window: measurements at steps >= this x the last one's step
 SMOOTHING = 0.2  # the EMA's weight on each new measurement: about the last 5-10 count
 
 
@@ -94,7 +95,7 @@ def estimate_noise_scale(measurements: list[dict], smoothing: float = SMOOTHING,
                                     [m["b_small"] for m in measurements],
                                     [m["b_big"] for m in measurements])
     n = len(measurements)
-    window = max(MIN_WINDOW, math.ceil(WINDOW_FRACTION * n))
+    window = max(MIN_WINDOW, int((steps >= WINDOW_START * steps[-1]).sum()))
     g2_w, tr_w = g2[-window:], trace[-window:]
     if g2_w.mean() <= 0:
         raise ValueError("the probe could not separate signal from noise: the estimated |G|^2 "

@@ -119,6 +119,7 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -
     check_probeable(spec, pipeline)  # before Keras is imported for a backend
     select_backend(spec.backend)
     small = min(spec.batch_sizes)
+    startup = time.time() - started  # data, Keras; the probe's compilation is added below
     probe = noise_probe(spec, pipeline, small, spec.max_steps[small], probe_seconds, log)
     noise = estimate_noise_scale(probe.measurements)
     grid = propose_grid(noise, largest=pipeline.num_train_examples)
@@ -129,7 +130,8 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -
     estimate = estimate_study(
         spec, noise, probe.batch_size, [r.crossing for r in probe.runs],
         {r["batch_size"]: r["seconds_per_step"] for r in step_times}, devices=1,
-        price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds)
+        price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds,
+        startup_seconds=startup + probe.compile_seconds)
     plan = Plan(spec, hw, probe, noise, grid, step_times, estimate, price, source,
                 time.time() - started)
     write_plan(store.fs, spec.name, plan.to_dict())

@@ -5,10 +5,12 @@ statistics that the noise scale is estimated from (step times: ``training.step_t
 rate at the 1/4, 1/2 and 3/4 points of its searched range, in its own scale; every other
 searched parameter at its midpoint; a constant learning rate), vmapped together and
 evaluated on the study's evaluation grid. They say how far an untuned run gets and when
-it reaches the study's first goal. At evenly spaced evaluations (about ``MEASUREMENTS``
-over the probe) the run with the lowest training loss that is still training gives one
-gradient measurement: the mean squared norm of ``m`` gradients over
-``b`` examples each, and the squared norm of their mean (``m * b`` examples), from which
+it reaches the study's first goal. At every evaluation until the first run reaches the
+goal, the run with the lowest training loss gives one gradient measurement (the noise
+scale that matters is the one on the way to the goal: it grows as training goes on, and a
+run trained on past the goal, or one that never gets there, would overstate it): the
+mean squared norm of ``m`` gradients over ``b`` examples each, and the squared norm of
+their mean (``m * b`` examples), from which
 ``noise_scale.estimate_noise_scale`` estimates B_simple (McCandlish et al. 2018).
 """
 
@@ -25,7 +27,6 @@ from batchscale.training.step_timing import device_arrays, probe_pack, probe_par
 
 MICROBATCHES = 64  # gradients per noise measurement: B_big = MICROBATCHES x b
 PROBE_QUANTILES = (0.25, 0.5, 0.75)  # learning rates of the probe runs, in their range
-MEASUREMENTS = 100  # gradient measurements over a probe that runs to its last step
 
 
 @dataclass
@@ -54,6 +55,7 @@ class NoiseProbe:
     seconds: float
     evaluation_seconds: float = 0.0  # one evaluation of one run (the first evaluations
     # include compiling the prediction: an upper estimate)
+    compile_seconds: float = 0.0  # compiling the training step
 
 
 def check_backend(spec: StudySpec) -> None:
@@ -131,9 +133,7 @@ def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
         evaluators = [Evaluator(None, pipeline, spec.evaluation.train_examples, spec.seed + i)
                       for i in range(len(runs))]
         orders = [EpochPermutations(n, batch_size, spec.seed + i) for i in range(len(runs))]
-        measurements, step, next_measure, evaluations, eval_seconds = [], 0, 0, 0, 0.0
-        every = max(1, max_steps // MEASUREMENTS)  # evenly over the probe, not on the
-        # evaluation grid (geometric: most of its points come early in training)
+        measurements, step, evaluations, eval_seconds = [], 0, 0, 0.0
         for target in evaluation_steps(max_steps, spec.evaluation.resolution):
             if target > step:
                 k = target - step
@@ -144,7 +144,7 @@ def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
             rows = evaluate_pack(evaluators, lambda x, shared, state=state: step_fn.predict(
                 state, x, shared, x_all), step, started)
             evaluations, eval_seconds = evaluations + 1, eval_seconds + time.perf_counter() - tick
-            live = []
+            live, goal_seen = [], any(r.crossing is not None for r in runs)
             for i, (run, row) in enumerate(zip(runs, rows)):
                 if run.diverged or run.crossing is not None:
                     continue
@@ -156,8 +156,7 @@ def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
                     continue
                 run.crossing = first_step_reaching(run.rows, goal)
                 live.append((loss, i))
-            if live and step >= next_measure:
-                next_measure = step + every
+            if live and not goal_seen:  # up to (and at) the first crossing
                 best = min(live)[1]
                 pick = rng.choice(n, size=micro * batch_size, replace=False).reshape(micro, batch_size)
                 small, big = stats([v[best] for v in state.trainable],
@@ -173,4 +172,4 @@ def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
         f"size {batch_size} (big batch {micro * batch_size}), {seconds:.0f}s")
     per_evaluation = eval_seconds / max(1, evaluations * len(runs))
     return NoiseProbe(batch_size, micro * batch_size, runs, measurements, step, seconds,
-                      per_evaluation)
+                      per_evaluation, step_fn.compile_seconds)

@@ -71,6 +71,10 @@ def test_the_estimate_under_each_protocol_by_hand(tmp_path, protocol):
     with_evaluations = estimate_study(spec, _noise(16), 16, [200, 240, None], times,
                                       evaluation_seconds=1.0)
     assert with_evaluations.device_hours > est.device_hours  # evaluations take device time
+    # one pack task per batch size (2 trials, pack_size automatic), 10 s start-up each
+    started = estimate_study(spec, _noise(16), 16, [200, 240, None], times, startup_seconds=10)
+    assert started.wall_seconds == pytest.approx(est.wall_seconds + 2 * 10 / 2)
+    assert started.device_hours == est.device_hours
 
 
 def test_without_a_probe_crossing_goal_and_race_are_estimated_as_full(tmp_path):

@@ -133,6 +133,9 @@ def test_time_cost_fastest_cheapest_and_interval(location):
         assert row["cost_low"] <= row["cost"] <= row["cost_high"]
         assert row["time_low"] < row["time_high"]  # the bootstrap gives a real interval
     assert tc.fastest.batch_size == int(table["time_seconds"].idxmin())
+    best = table["time_seconds"].min()  # the batch sizes within 10% are named with it
+    assert set(tc.fastest.close) == {int(b) for b, t in table["time_seconds"].items()
+                                     if t <= 1.1 * best and int(b) != tc.fastest.batch_size}
     assert tc.cheapest.batch_size == int(table["cost"].idxmin())
     assert tc.fastest.batch_size != tc.cheapest.batch_size  # 2 devices: fast, not cheap
     assert tc.price_origin == "--price" and tc.price_per_device_hour == 2.0
