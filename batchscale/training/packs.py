@@ -131,6 +131,7 @@ def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, sto
         shared = max(meta.get("trained_together", 1) for meta in done)
         profile_pack(spec, store, pipeline, trials[0].batch_size, shared, log)
         return done
+    from batchscale.training.step_timing import profile_devices
     from batchscale.training.trainer import run_trial
 
     out = []
@@ -138,6 +139,9 @@ def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, sto
         if stop.requested:
             raise Stopped(f"stopped before trial {trial.batch_size}/{trial.trial_id}")
         out.append(run_trial(spec, trial, store, log, stop))
+    # a data-parallel trial timed itself on its device count; the others are probed
+    profile_devices(spec, store, pipeline, trials[0].batch_size,
+                    max(meta.get("replicas", 1) for meta in out), log)
     return out
 
 

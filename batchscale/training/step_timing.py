@@ -7,7 +7,10 @@ training run at that batch size would take. For those batch sizes a pack ends wi
 timing probe: a few hundred steps (or ``TIME_SECONDS``, whichever is first) of one
 model, through the same vmapped step one trial wide (``vmapped_step.PackStep``), on the
 same devices, after one untimed warm-up chunk. ``batchscale plan`` times every batch size
-of a spec the same way before any sweep. Records go to ``<study>/profile/step_times.json``
+of a spec the same way before any sweep. On a pod with several devices, where a trial
+spreads its batch over all of them and times itself, the pack also times its batch size
+on every smaller device count that divides it (``profile_devices``): the profile over
+device counts that says where more devices stop saving time. Records go to ``<study>/profile/step_times.json``
 (``batchscale.store.profiles``), where the report's step-time profile reads them.
 """
 
@@ -100,6 +103,92 @@ def time_steps(spec: StudySpec, pipeline, batch_sizes, log=print) -> list[dict]:
             log(f"step time at batch size {batch_size}: "
                 f"{1000 * record['seconds_per_step']:.3g} ms ({steps} steps timed)")
             records.append(record)
+    return records
+
+
+def time_on_devices(spec: StudySpec, pipeline, batch_size: int, devices: int, log=print) -> dict:
+    """One step-time record of ``batch_size`` spread data-parallel over the first
+    ``devices`` devices: the model's variables replicated, each step's batch split along
+    its first axis (``jax.sharding``), one compiled step per call, the batch fed from the
+    host as a trial's is; after one untimed warm-up step, ``TIME_MIN_STEPS`` to
+    ``TIME_MAX_STEPS`` steps or about ``TIME_SECONDS``."""
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from batchscale.training.keras_setup import hardware, training_devices, training_scope
+    from batchscale.workloads.data_order import EpochPermutations
+
+    if batch_size % devices or devices > len(training_devices()):
+        raise ValueError(f"batch size {batch_size} cannot be split over {devices} of "
+                         f"{len(training_devices())} devices")
+    x, y = pipeline.arrays("train")
+    onehot = np.eye(pipeline.num_outputs, dtype=np.float32)
+    params = probe_parameters(spec, 0.25)
+    mesh = Mesh(np.array(jax.devices()[:devices]), ("batch",))
+    split, whole = NamedSharding(mesh, PartitionSpec("batch")), NamedSharding(mesh, PartitionSpec())
+    with training_scope(spec.backend, spec.workload.precision, 1, log):
+        _, step_fn, state, hyper = probe_pack(spec, pipeline, [params])
+        one = jax.tree.map(lambda a: jax.device_put(a[0], whole),
+                           (state.trainable, state.non_trainable, state.velocity))
+        hyper = {k: v[0] for k, v in hyper.items()}
+
+        def step(carry, xb, yb, i):
+            trainable, non_trainable, velocity = carry
+            t, nt, v, _ = step_fn._one_trial(trainable, non_trainable, velocity, hyper, xb, yb, i)
+            return t, nt, v
+
+        compiled = jax.jit(step, donate_argnums=(0,), out_shardings=whole)
+        order = EpochPermutations(pipeline.num_train_examples, batch_size, spec.seed)
+
+        def batch():
+            idx = order.take(1)
+            return jax.device_put(x[idx], split), jax.device_put(onehot[y[idx]], split)
+
+        one = compiled(one, *batch(), 0)  # compiles and warms up
+        jax.block_until_ready(one)
+        steps, tick = 0, time.perf_counter()
+        while steps < TIME_MAX_STEPS and (steps < TIME_MIN_STEPS
+                                          or time.perf_counter() - tick < TIME_SECONDS):
+            one = compiled(one, *batch(), steps + 1)
+            steps += 1
+        jax.block_until_ready(one)
+        seconds = time.perf_counter() - tick
+    record = {"batch_size": int(batch_size), "seconds_per_step": seconds / steps, "steps": steps,
+              "precision": spec.workload.precision, **hardware(devices), "measured": now_iso(),
+              "source": "probe"}
+    log(f"step time at batch size {batch_size} over {devices} device(s): "
+        f"{1000 * record['seconds_per_step']:.3g} ms ({steps} steps timed)")
+    return record
+
+
+def profile_devices(spec: StudySpec, store, pipeline, batch_size: int, trained_on: int,
+                    log=print) -> list[dict]:
+    """After a pack of data-parallel trials on a pod with several devices (each trial
+    spread over ``trained_on`` of them, which times itself): time ``batch_size`` on every
+    other device count from 1 up that divides it, where the store has no such record yet,
+    so the report can say where more devices stop saving time. In-memory classification
+    data on the JAX backend only; a failed probe is logged, never raised."""
+    from batchscale.store.profiles import read_step_times, write_step_times
+    from batchscale.training.keras_setup import hardware, training_devices
+
+    available = len(training_devices())
+    if available < 2 or spec.backend != "jax" or not pipeline.in_memory \
+            or pipeline.task != "classification":
+        return []
+    kind = hardware(1)["device_kind"]
+    known = {(r.get("batch_size"), r.get("devices"), r.get("device_kind"), r.get("precision"))
+             for r in read_step_times(store.fs, spec.name)}
+    counts = [d for d in range(1, available + 1) if batch_size % d == 0 and d != trained_on
+              and (batch_size, d, kind, spec.workload.precision) not in known]
+    records = []
+    for devices in counts:
+        try:
+            records.append(time_on_devices(spec, pipeline, batch_size, devices, log))
+        except Exception as err:  # noqa: BLE001  (a step time is not worth failing the pack)
+            log(f"step-time probe at batch size {batch_size} over {devices} device(s) failed: "
+                f"{type(err).__name__}: {err}")
+    if records:
+        write_step_times(store.fs, spec.name, records)
     return records
 
 

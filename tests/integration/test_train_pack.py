@@ -9,9 +9,12 @@ import sys
 import pytest
 
 from batchscale.core.spec import TrialSpec
+from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
+from batchscale.store.profiles import read_step_times
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.packs import run_pack
+from batchscale.training.step_timing import TIME_MIN_STEPS
 from batchscale.validation import parse_spec
 from tests.conftest import share_datasets, tiny_spec_dict
 
@@ -140,6 +143,13 @@ def test_data_parallel_trial_matches_one_device(digits_store, tmp_path):
         assert out.returncode == 0, out.stderr[-3000:]
         results[devices] = json.loads(out.stdout.strip().splitlines()[-1])
     assert results[1]["meta"]["replicas"] == 1 and results[4]["meta"]["replicas"] == 4
+    assert results[4]["meta"]["devices"] == 4 and results[4]["meta"]["trained_together"] == 1
+    # the 4-device trial timed itself; its pack then timed batch 32 on 1 and 2 devices
+    # (the profile over device counts); on one device the trial's own timing is all there is
+    probes = {d: read_step_times(open_root(str(tmp_path / f"d{d}")), "tiny") for d in (1, 4)}
+    assert probes[1] == []
+    assert sorted((r["batch_size"], r["devices"]) for r in probes[4]) == [(32, 1), (32, 2)]
+    assert all(r["seconds_per_step"] > 0 and r["steps"] >= TIME_MIN_STEPS for r in probes[4])
     one, four = results[1]["rows"], results[4]["rows"]
     assert [r["step"] for r in one] == [r["step"] for r in four]
     for a, b in zip(one, four):
