@@ -2,7 +2,7 @@
 
 prepare_data (light) -> plan_study (on the trainer's preset: the step times it measures
 must be the trainers' devices'). The plan lands in ``<store>/<study>/plan/plan.json``, the
-step times in ``<study>/profile/step_times.json`` (the study's report reads both), and
+step times in ``<study>/profile/step_times/`` (the study's report reads both), and
 the Kubeflow UI shows its summary (Markdown) and figures (Metrics: B_simple with its
 interval, the estimated device-hours, wall time and cost). One compiled pipeline per
 preset, ``batchscale-plan-<preset>``; ``batchscale plan SPEC --compile FILE --preset P``

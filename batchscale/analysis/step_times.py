@@ -16,7 +16,11 @@ result. Timings of fewer than ``MIN_STEPS`` steps are left out (warm-up dominate
 
 Per (batch size, devices) the step time is the median of at least ``MIN_TIMINGS`` solo
 timings (source "trials"); with fewer, the probe record when there is one ("probe"), else
-the median of the few ("trials (few)"). Older stores lack the timing keys: train_seconds
+the median of the few ("trials (few)"). A batch size probed on several device counts (the
+profile over device counts a multi-device pod's pack takes) uses its probes for every
+count they cover ("probe (device counts)"): the scaling over devices is then one method's,
+and the trials' own median, which also holds their trainer's overhead, stays beside it.
+Older stores lack the timing keys: train_seconds
 falls back to steps x batch size / examples_per_second, devices to replicas (else 1),
 preset to "local", cpu_cores to 1. Timings on another device kind than the one most
 solo timings ran on are left out, and said so in ``notes``.
@@ -41,7 +45,8 @@ PROFILE_COLUMNS = [
     "batch_size",  # int
     "devices",  # int: devices the batch was spread over
     "seconds_per_step",  # float: the step time used (NaN: none, only packed timings)
-    "source",  # "trials", "probe", "trials (few)" or "packed only (not a solo time)"
+    "source",  # "trials", "probe", "probe (device counts)", "trials (few)" or
+    #            "packed only (not a solo time)"
     "timings",  # int: solo trial timings of >= MIN_STEPS steps
     "trials_seconds_per_step",  # float: their median (NaN without any)
     "packed_timings",  # int: timings of trials trained in a vmapped pack
@@ -179,6 +184,13 @@ def step_time_profile(metadata: pd.DataFrame, probes: list[dict] | None = None) 
     keys = {(int(b), int(d)) for b, d in zip(usable["batch_size"], usable["devices"])}
     keys |= {(int(r["batch_size"]), int(r.get("devices") or 1)) for r in probes
              if _pick_probe([r], _int(r.get("batch_size")), _int(r.get("devices") or 1), kind, "")}
+    # a batch size probed on several device counts (a multi-device pod's profile): its
+    # probes serve every count they cover, so the scaling over devices is read off one
+    # method (a trial's own timing also holds its trainer's overhead; it stays beside)
+    counts: dict[int, set] = {}
+    for b, d in ((_int(r.get("batch_size")), _int(r.get("devices") or 1)) for r in probes):
+        counts.setdefault(b, set()).add(d)
+    profiled = {b for b, found in counts.items() if len(found) > 1}
     rows = []
     for batch_size, devices in sorted(keys):
         mine = solo[(solo["batch_size"] == batch_size) & (solo["devices"] == devices)]
@@ -186,7 +198,10 @@ def step_time_profile(metadata: pd.DataFrame, probes: list[dict] | None = None) 
         probe = _pick_probe(probes, batch_size, devices, kind, precision)
         median = float(mine["seconds_per_step"].median()) if len(mine) else math.nan
         shared = (theirs["seconds_per_step"] / theirs["together"]).dropna()
-        source, seconds, info = _choose(len(mine), median, probe, len(theirs))
+        if batch_size in profiled and probe is not None:
+            source, seconds, info = "probe (device counts)", float(probe["seconds_per_step"]), probe
+        else:
+            source, seconds, info = _choose(len(mine), median, probe, len(theirs))
         described = mine if len(mine) else theirs
         rows.append({
             "batch_size": batch_size, "devices": devices, "seconds_per_step": seconds,

@@ -8,7 +8,7 @@ batch size to measure the gradient noise scale B_simple, and time a few hundred 
 every batch size; ``batchscale.planning.plan`` turns them into a proposed batch-size grid
 and an estimate of the study's trials, steps, device-hours, wall time and cost. Nothing
 of the study's trials is touched: the plan goes to ``<store>/<study>/plan/plan.json`` and
-the step times to ``<study>/profile/step_times.json``, where the study's report finds them.
+the step times to ``<study>/profile/step_times/``, where the study's report finds them.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ size (``probe.noise_probe``), estimates the gradient noise scale B_simple
 (``training.step_timing``), prices them (``core.prices``) and estimates the study's
 trials, trained steps, device-hours, wall time and cost under its protocol
 (``estimate``). It writes ``<study>/plan/plan.json`` and the step times to
-``<study>/profile/step_times.json`` (where the study's report finds both: the predicted
+``<study>/profile/step_times/`` (where the study's report finds both: the predicted
 B_simple beside the fitted B*, the probe's step times where the trials' own are shared),
 and touches nothing else of the study.
 """

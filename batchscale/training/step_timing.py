@@ -8,9 +8,9 @@ timing probe: a few hundred steps (or ``TIME_SECONDS``, whichever is first) of o
 model, through the same vmapped step one trial wide (``vmapped_step.PackStep``), on the
 same devices, after one untimed warm-up chunk. ``batchscale plan`` times every batch size
 of a spec the same way before any sweep. On a pod with several devices, where a trial
-spreads its batch over all of them and times itself, the pack also times its batch size
-on every smaller device count that divides it (``profile_devices``): the profile over
-device counts that says where more devices stop saving time. Records go to ``<study>/profile/step_times.json``
+spreads its batch over all of them, the pack also times its batch size on every device
+count that divides it (``profile_devices``): the profile over device counts that says
+where more devices stop saving time. Records go to ``<study>/profile/step_times/``
 (``batchscale.store.profiles``), where the report's step-time profile reads them.
 """
 
@@ -162,24 +162,30 @@ def time_on_devices(spec: StudySpec, pipeline, batch_size: int, devices: int, lo
 
 
 def profile_devices(spec: StudySpec, store, pipeline, batch_size: int, trained_on: int,
-                    log=print) -> list[dict]:
+                    log=print, accelerators_only: bool = True) -> list[dict]:
     """After a pack of data-parallel trials on a pod with several devices (each trial
-    spread over ``trained_on`` of them, which times itself): time ``batch_size`` on every
-    other device count from 1 up that divides it, where the store has no such record yet,
-    so the report can say where more devices stop saving time. In-memory classification
-    data on the JAX backend only; a failed probe is logged, never raised."""
+    spread over ``trained_on`` of them): time ``batch_size`` on every device count from 1
+    up that divides it, ``trained_on`` included (one method across the counts: the
+    trials' own timings also hold their trainer's overhead), where the store has no such
+    record yet, so the report can say where more devices stop saving time. In-memory
+    classification data on the JAX backend only; a failed probe is logged, never raised.
+    Accelerators only (``accelerators_only``): several CPU "devices" exist only when XLA
+    is told to fake them (tests), and on a one-thread XLA (a local run's tasks) their
+    all-reduce can deadlock and abort the process, which no ``except`` catches."""
     from batchscale.store.profiles import read_step_times, write_step_times
-    from batchscale.training.keras_setup import hardware, training_devices
+    from batchscale.training.keras_setup import hardware, on_cpu, training_devices
 
     available = len(training_devices())
     if available < 2 or spec.backend != "jax" or not pipeline.in_memory \
-            or pipeline.task != "classification":
+            or pipeline.task != "classification" or (accelerators_only and on_cpu()):
         return []
     kind = hardware(1)["device_kind"]
     known = {(r.get("batch_size"), r.get("devices"), r.get("device_kind"), r.get("precision"))
              for r in read_step_times(store.fs, spec.name)}
-    counts = [d for d in range(1, available + 1) if batch_size % d == 0 and d != trained_on
+    counts = [d for d in range(1, available + 1) if batch_size % d == 0
               and (batch_size, d, kind, spec.workload.precision) not in known]
+    if trained_on < 2:
+        return []  # the trials trained on one device each: a pack probe covers them
     records = []
     for devices in counts:
         try:

@@ -144,17 +144,59 @@ def test_data_parallel_trial_matches_one_device(digits_store, tmp_path):
         results[devices] = json.loads(out.stdout.strip().splitlines()[-1])
     assert results[1]["meta"]["replicas"] == 1 and results[4]["meta"]["replicas"] == 4
     assert results[4]["meta"]["devices"] == 4 and results[4]["meta"]["trained_together"] == 1
-    # the 4-device trial timed itself; its pack then timed batch 32 on 1 and 2 devices
-    # (the profile over device counts); on one device the trial's own timing is all there is
-    probes = {d: read_step_times(open_root(str(tmp_path / f"d{d}")), "tiny") for d in (1, 4)}
-    assert probes[1] == []
-    assert sorted((r["batch_size"], r["devices"]) for r in probes[4]) == [(32, 1), (32, 2)]
-    assert all(r["seconds_per_step"] > 0 and r["steps"] >= TIME_MIN_STEPS for r in probes[4])
+    # a trial times itself; CPU "devices" are not profiled over device counts by the pack
+    # (test_the_profile_over_device_counts does it on purpose)
+    assert all(read_step_times(open_root(str(tmp_path / f"d{d}")), "tiny") == [] for d in (1, 4))
     one, four = results[1]["rows"], results[4]["rows"]
     assert [r["step"] for r in one] == [r["step"] for r in four]
     for a, b in zip(one, four):
         for key in ("train/cross_entropy_error", "val/cross_entropy_error", "val/classification_error"):
             assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-5), (a["step"], key)
+
+
+PROFILE_SCRIPT = """
+import json, sys
+from batchscale.validation import parse_spec
+from batchscale.store.layout import StudyStore
+from batchscale.store.profiles import read_step_times
+from batchscale.training.keras_setup import select_backend
+from batchscale.training.step_timing import profile_devices
+from batchscale.workloads import get_dataset
+from batchscale.workloads.dataset_registry import open_pipeline
+spec = parse_spec(json.loads(sys.argv[1]))
+store = StudyStore(spec.store)
+select_backend("jax")
+pipeline = open_pipeline(store, get_dataset("digits"), {})
+first = profile_devices(spec, store, pipeline, 32, 4, log=print, accelerators_only=False)
+again = profile_devices(spec, store, pipeline, 32, 4, log=print, accelerators_only=False)
+on_cpu = profile_devices(spec, store, pipeline, 16, 4, log=print)
+print(json.dumps({"first": first, "again": again, "on_cpu": on_cpu,
+                  "stored": read_step_times(store.fs, spec.name)}))
+"""
+
+
+@pytest.mark.slow
+def test_the_profile_over_device_counts(digits_store, tmp_path):
+    """After a data-parallel pack on a pod of 4 devices (here 4 logical CPUs, in a fresh
+    process with XLA's threads), batch 32 is timed on every device count that divides it,
+    through jax.sharding, once; on CPU devices a pack skips it unless told otherwise."""
+    root = str(tmp_path / "p")
+    os.makedirs(root)
+    share_datasets(digits_store, root)
+    raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32])
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    out = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, json.dumps(raw)], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [r["devices"] for r in result["first"]] == [1, 2, 4]
+    assert result["again"] == [] and result["on_cpu"] == []
+    assert sorted((r["batch_size"], r["devices"]) for r in result["stored"]) == [(32, 1), (32, 2), (32, 4)]
+    assert all(r["seconds_per_step"] > 0 and r["steps"] >= TIME_MIN_STEPS and r["source"] == "probe"
+               for r in result["stored"])
+    assert "step time at batch size 32 over 4 device(s)" in out.stdout
+
 
 
 def test_a_convolutional_pack_on_cpu_steps_once_per_call_and_matches_the_trial_trainer(

@@ -218,3 +218,18 @@ def test_cli_price_flag(location, tmp_path, capsys):
     assert len(line) == 1 and "fastest batch size 128" in line[0] and "cheapest 64" in line[0]
     doc = json.loads((tmp_path / "cli" / "summary.json").read_text())
     assert doc["time_and_cost"]["summary"]["price_per_device_hour"] == 3.0
+
+
+def test_a_batch_size_probed_on_several_device_counts_uses_its_probes_for_each(location):
+    """The profile over device counts: batch 32's trials time themselves on 1 device (3
+    solo timings), but once 32 is probed on 1 and 2 devices both rows come from the probes
+    (one method across device counts), with the trials' median kept beside."""
+    study = load_study(location)
+    on = [{**PROBE, "batch_size": 32, "devices": d, "seconds_per_step": t}
+          for d, t in ((1, 0.004), (2, 0.003))]
+    rows = step_time_profile(study.metadata, [PROBE, *on]).table.set_index(["batch_size", "devices"])
+    for d, t in ((1, 0.004), (2, 0.003)):
+        assert rows.loc[(32, d), "source"] == "probe (device counts)"
+        assert rows.loc[(32, d), "seconds_per_step"] == t
+    assert rows.loc[(32, 1), "trials_seconds_per_step"] == pytest.approx(statistics.median(_seconds(32)))
+    assert rows.loc[(16, 1), "source"] == "trials"  # one device count only: the trials' own
