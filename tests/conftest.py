@@ -120,16 +120,25 @@ def _patch_generation_preconditions(mp: pytest.MonkeyPatch) -> None:
                 mp.setitem(handlers, method, insert)
 
 
+EMULATOR_CONNECTION_TIMEOUT = 5.0  # seconds a connection to the emulator may stall
+
+
 @pytest.fixture(scope="session")
 def gcs_emulator():
     """In-process GCS emulator (in-memory) with bucket "batchscale-test", for the session.
 
     STORAGE_EMULATOR_HOST points at it while the session runs and is restored after.
     """
-    from gcp_storage_emulator.server import create_server
+    from gcp_storage_emulator.server import RequestHandler, create_server
 
     with pytest.MonkeyPatch.context() as mp:
         _patch_generation_preconditions(mp)
+        # The emulator serves one connection at a time (http.server.HTTPServer), so one
+        # connection that stalls mid-request (the outage tests cut them through a relay)
+        # would block every later client for good: a CI run hung in connect() that way.
+        # StreamRequestHandler applies ``timeout`` to each connection's socket: a stalled
+        # one is dropped after it, and the server serves the next.
+        mp.setattr(RequestHandler, "timeout", EMULATOR_CONNECTION_TIMEOUT, raising=False)
         # Port 0: the OS picks a free port at bind time, so there is no port race.
         server = create_server("127.0.0.1", 0, in_memory=True, default_bucket=GCS_TEST_BUCKET)
         server.start()

@@ -37,3 +37,24 @@ def test_open_root_gcs(gcs_emulator, monkeypatch):
     assert isinstance(bare, GCSStorage)
     assert bare.root == "gs://batchscale-test"
     assert bare.url("x.json") == "gs://batchscale-test/x.json"
+
+
+def test_a_stalled_connection_does_not_block_the_emulator(gcs_emulator, gcs_root):
+    """The test emulator serves one connection at a time; one that opens and sends nothing
+    (a request cut mid-way by the outage tests' relay) is dropped after the connection
+    timeout (tests/conftest.py), so the next client is served instead of hanging."""
+    import socket
+    import time
+
+    from tests.conftest import EMULATOR_CONNECTION_TIMEOUT
+
+    host, port = gcs_emulator["host"].removeprefix("http://").split(":")
+    stalled = socket.create_connection((host, int(port)))
+    try:
+        started = time.monotonic()
+        fs = open_root(gcs_root)
+        fs.write_text("after-a-stall.txt", "served")
+        assert fs.read_text("after-a-stall.txt") == "served"
+        assert time.monotonic() - started < EMULATOR_CONNECTION_TIMEOUT + 10
+    finally:
+        stalled.close()
