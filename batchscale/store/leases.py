@@ -78,14 +78,17 @@ class Leases:
         return record.get("owner") if record is not None and self._alive(record) else None
 
     def release(self, directory: str) -> None:
-        """Give the lease back: delete our epoch file and the expired ones below it."""
+        """Give the lease back: delete our epoch file and the expired ones below it. Under
+        the lock a renewal writes by, so a renewal already under way cannot write the
+        file back after it is gone (a released lease would then look held until it
+        expired: a CI run caught that race)."""
         with self._lock:
             epoch = self.held.pop(directory, None)
-        if epoch is None:
-            return
-        for other in self._epochs(directory):
-            if other <= epoch:
-                self.fs.delete(self._path(directory, other))
+            if epoch is None:
+                return
+            for other in self._epochs(directory):
+                if other <= epoch:
+                    self.fs.delete(self._path(directory, other))
 
     def release_all(self) -> None:
         self._stop.set()
@@ -106,7 +109,10 @@ class Leases:
                 with self._lock:
                     self.held.pop(directory, None)
                 continue
-            self.fs.write_bytes(self._path(directory, epoch), self._record())
+            with self._lock:
+                if self.held.get(directory) != epoch:
+                    continue  # released since the snapshot: never write it back
+                self.fs.write_bytes(self._path(directory, epoch), self._record())
 
     def _start(self) -> None:
         if self._thread is None:

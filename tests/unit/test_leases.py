@@ -72,3 +72,32 @@ def test_renewal_runs_in_the_background_and_stops_with_release_all(tmp_path):
     assert json.loads(fs.read_text(f"{DIRECTORY}/0.json"))["expires"] > first
     a.release_all()
     assert fs.list_files(DIRECTORY) == [] and a.held == {}
+
+
+def test_a_renewal_under_way_never_writes_a_released_lease_back(tmp_path):
+    """release() while the renewal thread is writing the same lease: the renewal finishes
+    first and the release then deletes, never the other way round (a CI run once found the
+    lease file back after release_all)."""
+    import threading
+
+    fs, a, _, _ = writers(tmp_path, lease_seconds=5, renew_seconds=3600)  # renewed by hand
+    assert a.acquire(DIRECTORY)
+    writing, go = threading.Event(), threading.Event()
+    write = fs.write_bytes
+
+    def slow_write(path, data):
+        writing.set()
+        go.wait(5)
+        write(path, data)
+
+    fs.write_bytes = slow_write
+    renewal = threading.Thread(target=a.renew)
+    renewal.start()
+    assert writing.wait(5)
+    release = threading.Thread(target=a.release, args=(DIRECTORY,))
+    release.start()
+    time.sleep(0.2)  # the release is now waiting for the renewal's write, or (the bug) done
+    go.set()
+    renewal.join(5)
+    release.join(5)
+    assert fs.list_files(DIRECTORY) == [] and a.held == {}
