@@ -54,5 +54,8 @@ def compile_plan_pipeline(spec: StudySpec, output: str, store_root: str = "", pr
                           images: dict[str, str] | None = None) -> str:
     from kfp import compiler
 
+    from batchscale.pipelines.compiled_defaults import keep_integer_defaults
+
     compiler.Compiler().compile(build_plan_pipeline(spec, store_root, preset, images), output)
+    keep_integer_defaults(output, spec.to_dict())
     return output

@@ -152,5 +152,8 @@ def compile_pipeline(spec: StudySpec, output: str, store_root: str = "", preset:
                      images: dict[str, str] | None = None) -> str:
     from kfp import compiler
 
+    from batchscale.pipelines.compiled_defaults import keep_integer_defaults
+
     compiler.Compiler().compile(build_pipeline(spec, store_root, preset, images), output)
+    keep_integer_defaults(output, spec.to_dict())
     return output

@@ -170,3 +170,24 @@ def test_the_plan_pipeline_runs_the_probe_on_the_trainer_preset(tmp_path):
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert int(k8s["exec-plan-study"]["activeDeadlineSeconds"]) == PLAN_TIMEOUT_SECONDS
     assert k8s["exec-plan-study"]["nodeSelector"]["labels"]["cloud.google.com/gke-accelerator"] == "nvidia-l4"
+
+
+def test_integers_stay_integers_in_the_compiled_default_spec(tmp_path):
+    """KFP turns a dict default's numbers into floats (protobuf Struct); the compiled YAML
+    the Kubeflow UI shows for editing keeps the spec's integers, in the study and the plan
+    pipeline alike, and still parses to the same spec."""
+    for command in (["compile", "--output"], ["plan", "--compile"]):
+        out = tmp_path / f"{command[0]}.yaml"
+        assert main([*command, str(out), "--workload", "cifar_10/resnet_8"]) == 0
+        text = out.read_text()
+        doc = next(yaml.safe_load_all(text))
+        default = doc["root"]["inputDefinitions"]["parameters"]["study_spec"]["defaultValue"]
+        ints = [*default["batch_sizes"], default["trials_per_batch_size"], default["seed"],
+                default["parallelism"], default["max_rounds"], *default["max_steps"].values(),
+                default["evaluation"]["train_examples"]]
+        assert all(type(v) is int for v in ints), ints
+        assert isinstance(default["evaluation"]["resolution"], float)
+        assert parse_spec(default).to_dict() == default
+        header = [line for line in text.splitlines() if line.startswith("#    study_spec:")]
+        assert header and "'batch_sizes': [2, 4, 8" in header[0] and ".0," not in header[0].split(
+            "'batch_sizes'")[1].split("]")[0]
