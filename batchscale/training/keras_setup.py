@@ -74,6 +74,7 @@ def seed_keras(seed: int, backend: str) -> None:
 
     if backend != "jax":
         keras.utils.set_random_seed(seed)
+        _private_default_seeds(seed)
         return
     try:
         import random
@@ -88,6 +89,24 @@ def seed_keras(seed: int, backend: str) -> None:
         np.random.seed(seed)
     except (ImportError, AttributeError):
         keras.utils.set_random_seed(seed)
+    _private_default_seeds(seed)
+
+
+def _private_default_seeds(seed: int) -> None:
+    """Keras draws the seed of every unseeded initializer and dropout layer from Python's
+    global ``random`` (``seed_generator.make_default_seed``). Another thread drawing from
+    it meanwhile (the storage client's retry jitter during an outage, say) would change a
+    trial's initial model: a CI run found a trial's step-0 metrics differing from the
+    uninterrupted run's. Keras gets a private stream seeded the same way instead, so the
+    draws are what ``random.seed(seed)`` gave, whatever other threads do."""
+    import random
+
+    try:
+        from keras.src.random import seed_generator
+    except ImportError:  # a Keras without that module: the global stream, as before
+        return
+    if hasattr(seed_generator, "python_random"):
+        seed_generator.python_random = random.Random(seed)
 
 
 def replicas_for(batch_size: int, available: int) -> int:

@@ -81,6 +81,6 @@ def in_lockstep(loops: list, flush_seconds: float) -> None:
                 running.remove(entry)
     except Stopped:
         for loop, _ in running:
-            if loop.started and loop.live() and not loop.stop_checkpointed:
+            if loop.begun and loop.live() and not loop.stop_checkpointed:
                 loop.checkpoint(loop.step)
         raise

@@ -196,7 +196,7 @@ class _Loop:
         self.eval_seconds = 0.0
         self.step = real.step  # where the group stands (in_lockstep runs the one behind)
         self.flush_seconds = FLUSH_SECONDS
-        self.started = self.stop_checkpointed = False
+        self.begun = self.stop_checkpointed = False  # begun: evaluations() has run
 
     # ---- the loop -------------------------------------------------------------------
     def evaluations(self):
@@ -206,7 +206,7 @@ class _Loop:
         first = self.live()[0]
         step = first.step
         grid = evaluation_steps(max_steps, self.spec.evaluation.resolution)
-        self.started = True
+        self.begun = True
         if not first.rows:
             self._evaluate(0)  # as the per-trial trainer: no goal is checked at step 0
         elif step in grid and first.rows[-1]["step"] < step:

@@ -38,7 +38,8 @@ def test_solo_trials_time_themselves_and_a_vmapped_pack_is_probed_once(study):
         meta = store.read_metadata(spec, trial)
         assert meta["trained_together"] == 1 and meta["devices"] == 1
         assert meta["device_kind"] == "cpu" and meta["preset"] == "local" and meta["cpu_cores"] >= 1
-        assert 0 < meta["train_seconds"] < meta["wall_time"]
+        assert 0 < meta["train_seconds"] < meta["wall_time"] < 600  # seconds, not a timestamp
+        assert all(0 <= r["wall_time"] < 600 for r in store.read_measurements(spec, trial))
         assert meta["examples_per_second"] == pytest.approx(
             meta["steps"] * 16 / meta["train_seconds"])
     assert read_step_times(store.fs, spec.name) == []  # no probe needed
@@ -60,3 +61,25 @@ def test_solo_trials_time_themselves_and_a_vmapped_pack_is_probed_once(study):
     run_pack(spec, at32, store, log=logged.append, width=2)
     assert read_step_times(store.fs, spec.name) == records
     assert not any("step time at" in line for line in logged)
+
+
+def test_a_trials_initial_model_does_not_depend_on_other_threads_drawing_random_numbers():
+    """Keras seeds unseeded initializers and dropout from Python's ``random``; a draw by
+    another thread between seeding and building (a storage client's retry jitter) must
+    not change the model (seed_keras gives Keras a private stream)."""
+    import random
+
+    import numpy as np
+
+    from batchscale.training.keras_setup import seed_keras
+    from batchscale.workloads import build_model
+
+    def weights(interfere: bool):
+        seed_keras(11, "jax")
+        if interfere:
+            random.random()  # what another thread might draw meanwhile
+        model = build_model("fc_32", (8, 8, 1), 10, task="classification")
+        return [np.asarray(v) for v in model.weights]
+
+    plain, disturbed = weights(False), weights(True)
+    assert all(np.array_equal(a, b) for a, b in zip(plain, disturbed))
