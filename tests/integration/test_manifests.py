@@ -5,7 +5,8 @@ for 1.35.0, a current minor, and for the newest the package ships (1.37 at the t
 writing), so an API removed later shows too; Config Connector kinds against the pydantic
 model generated from their published CRD. The settings in base/settings.env reach every
 field that needs them; node pools are spot, from zero, tainted; the Google service account
-gets access to the store's bucket only.
+gets access to the store's bucket only, and the Kubeflow Pipelines UI's service account
+may read that bucket and nothing else.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from batchscale.pipelines.gke_settings import DERIVED_KEYS, derive, parse_settings, render_settings
+from batchscale.pipelines.gke_settings import (
+    DERIVED_KEYS,
+    KFP_UI_KSA,
+    derive,
+    kfp_ui_member,
+    parse_settings,
+    render_settings,
+)
 from batchscale.pipelines.placement import PRESETS
 from tests.kustomize_build import kustomize_builds
 
@@ -31,6 +39,8 @@ K8S_VERSIONS = ("1.35.0", kubernetes_validate.latest_version())
 CC_GROUP = ".cnrm.cloud.google.com"
 CLUSTER_SCOPED = {"PriorityClass"}
 DEFAULTS = ("example-project", "us-central1", "batchscale", "example-project-batchscale-store")
+DEFAULT_NUMBER = "123456789012"  # the placeholder project number in base/settings.env
+UI_BINDING = "batchscale-store-kfp-ui-viewer"
 
 GPU_POOLS = {  # node pool -> (machine type, accelerator type)
     "batchscale-nvidia-l4": ("g2-standard-8", "nvidia-l4"),
@@ -129,7 +139,7 @@ def test_settings_configmap_is_not_emitted_and_defaults_are_placeholders():
         for obj in objs:
             assert "config.kubernetes.io/local-config" not in obj["metadata"].get("annotations", {})
     text = (MANIFESTS / "base" / "settings.env").read_text()
-    assert text == render_settings(*DEFAULTS)
+    assert text == render_settings(*DEFAULTS, project_number=DEFAULT_NUMBER)
 
 
 @pytest.mark.parametrize("overlay", ["gpu", "tpu"])
@@ -179,7 +189,7 @@ def test_gsa_gets_the_bucket_and_workload_identity_only():
     kinds = {o["kind"] for o in objs}
     assert not kinds & {"IAMPolicy", "IAMPartialPolicy", "IAMAuditConfig", "IAMCustomRole"}
     members = {o["metadata"]["name"]: o["spec"] for o in objs if o["kind"] == "IAMPolicyMember"}
-    assert set(members) == {"batchscale-workload-identity", "batchscale-store-object-admin"}
+    assert set(members) == {"batchscale-workload-identity", "batchscale-store-object-admin", UI_BINDING}
     gsa = _one(objs, "IAMServiceAccount")["metadata"]["name"]
     bucket = _one(objs, "StorageBucket")
     wi, store = members["batchscale-workload-identity"], members["batchscale-store-object-admin"]
@@ -190,6 +200,43 @@ def test_gsa_gets_the_bucket_and_workload_identity_only():
     assert store["memberFrom"] == {"serviceAccountRef": {"name": gsa}} and "member" not in store
     assert bucket["spec"]["uniformBucketLevelAccess"] is True
     assert bucket["spec"]["publicAccessPrevention"] == "enforced"
+
+
+IAM_KINDS = {"IAMPolicyMember", "IAMPolicy", "IAMPartialPolicy", "IAMAuditConfig"}
+# What the KFP UI may hold on the store: read objects, nothing else. objectViewer is
+# storage.objects.get and .list; the UI's GCS handler lists an artifact's key as a prefix,
+# then downloads what matched, so legacyObjectReader (get only) would not do.
+UI_ROLE = "roles/storage.objectViewer"
+WRITE_ROLES = {"roles/storage.objectAdmin", "roles/storage.objectCreator", "roles/storage.objectUser",
+               "roles/storage.admin", "roles/storage.legacyBucketWriter",
+               "roles/storage.legacyBucketOwner", "roles/storage.legacyObjectOwner",
+               "roles/owner", "roles/editor"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_kfp_ui_reads_the_store_bucket_and_nothing_else(overlay):
+    """The Kubeflow Pipelines UI (KSA ml-pipeline-ui in KFP's namespace) gets one grant:
+    read-only on the store's bucket, through its Workload Identity Federation principal."""
+    objs = _built(overlay)
+    ui = kfp_ui_member(DEFAULTS[0], DEFAULT_NUMBER, "kubeflow")
+    assert ui == ("principal://iam.googleapis.com/projects/123456789012/locations/global/"
+                  "workloadIdentityPools/example-project.svc.id.goog/subject/ns/kubeflow/sa/ml-pipeline-ui")
+    binding = _one(objs, "IAMPolicyMember", UI_BINDING)
+    _cc_model(binding).model_validate(binding)  # the Config Connector CRD's own model
+    spec, bucket = binding["spec"], _one(objs, "StorageBucket")
+    assert spec["member"] == ui and "memberFrom" not in spec
+    assert spec["member"].endswith(f"/subject/ns/kubeflow/sa/{KFP_UI_KSA}")
+    assert spec["role"] == UI_ROLE and spec["role"] not in WRITE_ROLES
+    assert spec["resourceRef"] == {"kind": "StorageBucket", "name": bucket["metadata"]["name"]}
+    assert "condition" not in spec
+    assert binding["metadata"]["annotations"]["cnrm.cloud.google.com/project-id"] == DEFAULTS[0]
+    # Workload Identity Federation principals are honoured on buckets with uniform
+    # bucket-level access only (no per-object ACLs).
+    assert bucket["spec"]["uniformBucketLevelAccess"] is True
+    # Nothing else names the UI: no project-level grant, no second role, no other resource.
+    naming_ui = [o["metadata"]["name"] for o in objs if o["kind"] in IAM_KINDS and ui in yaml.safe_dump(o)]
+    assert naming_ui == [UI_BINDING]
+    assert yaml.safe_dump_all(list(objs)).count(KFP_UI_KSA) == 1
 
 
 def test_no_credentials_anywhere():
@@ -205,7 +252,8 @@ def test_settings_reach_every_field(tmp_path):
     copy = tmp_path / "manifests"
     shutil.copytree(MANIFESTS, copy)
     (copy / "base" / "settings.env").write_text(
-        render_settings("other-proj-123", "europe-west4", "c2", "other-bucket", namespace="team-a"))
+        render_settings("other-proj-123", "europe-west4", "c2", "other-bucket", namespace="team-a",
+                        project_number="987654321", kfp_namespace="pipelines"))
     gpu, tpu = (_agreed(copy / "overlays" / overlay) for overlay in ("gpu", "tpu"))
     objs = gpu + tpu
     for obj in objs:
@@ -224,6 +272,10 @@ def test_settings_reach_every_field(tmp_path):
         {"kind": "ServiceAccount", "name": "batchscale-runner", "namespace": "team-a"}]
     wi = _one(gpu, "IAMPolicyMember", "batchscale-workload-identity")
     assert wi["spec"]["member"] == "serviceAccount:other-proj-123.svc.id.goog[team-a/batchscale-runner]"
+    ui = _one(gpu, "IAMPolicyMember", UI_BINDING)  # the runs' namespace, KFP's principal
+    assert ui["spec"]["member"] == ("principal://iam.googleapis.com/projects/987654321/locations/global/"
+                                    "workloadIdentityPools/other-proj-123.svc.id.goog/subject/ns/"
+                                    "pipelines/sa/ml-pipeline-ui")
     bucket = _one(gpu, "StorageBucket")
     assert (bucket["spec"]["resourceID"], bucket["spec"]["location"]) == ("other-bucket", "EUROPE-WEST4")
     launcher = _one(gpu, "ConfigMap", "kfp-launcher")
@@ -235,18 +287,26 @@ def test_settings_reach_every_field(tmp_path):
         assert pool["spec"]["clusterRef"] == {
             "external": "projects/other-proj-123/locations/europe-west4/clusters/c2"}
     dumped = yaml.safe_dump_all(objs)
-    for default in ("example-project", "us-central1", "US-CENTRAL1", "kubeflow"):
+    for default in ("example-project", DEFAULT_NUMBER, "us-central1", "US-CENTRAL1", "kubeflow"):
         assert default not in dumped
 
 
 def test_render_and_parse_round_trip():
-    text = render_settings("other-proj-123", "europe-west4-b", "c2", "other_bucket.x", namespace="team-a")
+    text = render_settings("other-proj-123", "europe-west4-b", "c2", "other_bucket.x", namespace="team-a",
+                           project_number="42")
     values = parse_settings(text)
-    assert values == derive("other-proj-123", "europe-west4-b", "c2", "other_bucket.x", "team-a")
+    assert values == derive("other-proj-123", "42", "europe-west4-b", "c2", "other_bucket.x", "team-a",
+                            "kubeflow")
+    assert values["kfp_ui_member"].endswith("/projects/42/locations/global/workloadIdentityPools/"
+                                            "other-proj-123.svc.id.goog/subject/ns/kubeflow/sa/ml-pipeline-ui")
     assert values["bucket_location"] == "EUROPE-WEST4"  # a zonal cluster's bucket is regional
     assert values["cluster_ref"] == "projects/other-proj-123/locations/europe-west4-b/clusters/c2"
     assert set(DERIVED_KEYS) < set(values)
-    assert parse_settings((MANIFESTS / "base" / "settings.env").read_text())["namespace"] == "kubeflow"
+    checked_in = parse_settings((MANIFESTS / "base" / "settings.env").read_text())
+    assert (checked_in["namespace"], checked_in["kfp_namespace"]) == ("kubeflow", "kubeflow")
+
+
+GOOD_NUMBER = {"project_number": "123456789012"}
 
 
 @pytest.mark.parametrize("args, message", [
@@ -263,10 +323,22 @@ def test_render_and_parse_round_trip():
     (("my-project", "us-central1", "c", "gs://b"), "bucket: 'gs://b' is not"),
     (("my-project", "us-central1", "c", "b-1", "Team_A"),
      "namespace: 'Team_A' is not a Kubernetes namespace"),
+    (("my-project", "us-central1", "c", "b-1", {"project_number": "my-project"}),
+     "project_number: 'my-project' is not a GCP project number"),
+    (("my-project", "us-central1", "c", "b-1", {"project_number": "0123"}), "project_number: '0123' is not"),
+    (("my-project", "us-central1", "c", "b-1", {"project_number": "12 34"}),
+     "project_number: '12 34' is not"),
+    (("my-project", "us-central1", "c", "b-1", {"project_number": "1" * 20}), "project_number:"),
+    (("my-project", "us-central1", "c", "b-1", {**GOOD_NUMBER, "kfp_namespace": "Kube_Flow"}),
+     "kfp_namespace: 'Kube_Flow' is not a Kubernetes namespace"),
+    (("my-project", "us-central1", "c", "b-1", {**GOOD_NUMBER, "kfp_namespace": ""}),
+     "kfp_namespace: '' is not"),
 ])
 def test_render_refuses_bad_values_in_one_line(args, message):
+    keywords = args[-1] if isinstance(args[-1], dict) else GOOD_NUMBER
+    positional = args[:-1] if isinstance(args[-1], dict) else args
     with pytest.raises(ValueError) as caught:
-        render_settings(*args)
+        render_settings(*positional, **keywords)
     assert str(caught.value).startswith(message)
     assert "\n" not in str(caught.value)
 
@@ -274,15 +346,21 @@ def test_render_refuses_bad_values_in_one_line(args, message):
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.replace("project_id=example-project", "project_id=other-proj-456"),
      "settings: gsa_email is 'batchscale@example-project"),
-    (lambda t: t.replace("namespace=kubeflow\n", ""), "settings: missing namespace"),
-    (lambda t: t + "zone=us-central1-a\n", "settings line 15: unknown key 'zone'"),
-    (lambda t: t + "bucket\n", "settings line 15: 'bucket' is not KEY=VALUE"),
-    (lambda t: t + "cluster=c2\n", "settings line 15: cluster given twice"),
+    (lambda t: t.replace("\nnamespace=kubeflow\n", "\n"), "settings: missing namespace"),
+    (lambda t: t.replace("project_number=123456789012", "project_number=555"),
+     "settings: kfp_ui_member is 'principal://iam.googleapis.com/projects/123456789012/"),
+    (lambda t: t.replace("kfp_namespace=kubeflow", "kfp_namespace=pipelines"),
+     "settings: kfp_ui_member is"),
+    (lambda t: t.replace("sa/ml-pipeline-ui", "sa/default"), "settings: kfp_ui_member is"),
+    (lambda t: t.replace("kfp_namespace=kubeflow\n", ""), "settings: missing kfp_namespace"),
+    (lambda t: t + "zone=us-central1-a\n", "settings line 19: unknown key 'zone'"),
+    (lambda t: t + "bucket\n", "settings line 19: 'bucket' is not KEY=VALUE"),
+    (lambda t: t + "cluster=c2\n", "settings line 19: cluster given twice"),
     (lambda t: t.replace("bucket=example-project-batchscale-store", "bucket=UPPER"),
      "bucket: 'UPPER' is not a bucket name"),
 ])
 def test_parse_refuses_inconsistent_files_in_one_line(edit, message):
-    text = edit(render_settings(*DEFAULTS))
+    text = edit(render_settings(*DEFAULTS, project_number=DEFAULT_NUMBER))
     with pytest.raises(ValueError) as caught:
         parse_settings(text)
     assert str(caught.value).startswith(message)

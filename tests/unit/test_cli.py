@@ -133,17 +133,25 @@ def test_gke_settings_writes_the_file_kustomize_reads(tmp_path, capsys):
     from batchscale.pipelines.gke_settings import parse_settings
 
     out = tmp_path / "settings.env"
-    assert main(["gke-settings", "--project", "example-ml-123", "--location", "europe-west4",
-                 "--cluster", "c1", "--bucket", "acme-studies", "--namespace", "team-a",
-                 "-o", str(out)]) == 0
+    assert main(["gke-settings", "--project", "example-ml-123", "--project-number", "314159",
+                 "--location", "europe-west4", "--cluster", "c1", "--bucket", "acme-studies",
+                 "--namespace", "team-a", "-o", str(out)]) == 0
     settings = parse_settings(out.read_text())
     assert settings["gsa_email"] == "batchscale@example-ml-123.iam.gserviceaccount.com"
     assert settings["workload_identity_member"] == (
         "serviceAccount:example-ml-123.svc.id.goog[team-a/batchscale-runner]")
     assert settings["pipeline_root"] == "gs://acme-studies/pipeline-root"
+    assert settings["kfp_ui_member"] == (  # the UI stays in kubeflow when runs go to team-a
+        "principal://iam.googleapis.com/projects/314159/locations/global/workloadIdentityPools/"
+        "example-ml-123.svc.id.goog/subject/ns/kubeflow/sa/ml-pipeline-ui")
     capsys.readouterr()
-    assert main(["gke-settings", "--project", "Acme", "--location", "x", "--cluster", "c",
-                 "--bucket", "b1b", "-o", str(tmp_path / "bad.env")]) == 2
+    assert main(["gke-settings", "--project", "Acme", "--project-number", "1", "--location", "x",
+                 "--cluster", "c", "--bucket", "b1b", "-o", str(tmp_path / "bad.env")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "project_id" in err[0]
+    assert not (tmp_path / "bad.env").exists()
+    assert main(["gke-settings", "--project", "acme-ml", "--project-number", "acme-ml", "--location",
+                 "us-central1", "--cluster", "c", "--bucket", "b1b", "-o", str(tmp_path / "bad.env")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "project_number: 'acme-ml' is not a GCP project number" in err[0]
     assert not (tmp_path / "bad.env").exists()
