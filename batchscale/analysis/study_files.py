@@ -20,6 +20,7 @@ import pandas as pd
 from batchscale.core.names import DONE_STATUSES, STATUSES
 from batchscale.core.spec import SpecError, StudySpec
 from batchscale.store.checkpoints import CHECKPOINTS_DIR
+from batchscale.store.event_files import TENSORBOARD_DIR
 from batchscale.store.filesystem import Storage
 from batchscale.store.json_files import read_json_object
 from batchscale.store.layout import (
@@ -33,8 +34,8 @@ from batchscale.validation import parse_spec
 
 MAX_WORKLOAD_DEPTH = 5  # how far below a location to look for batch-size folders
 # A study's own folders beside its workload: never a data set's (report/: aggregate's output;
-# checkpoints/<batch_size>/<trial_id>.npz: unfinished trials' checkpoints).
-NOT_DATA = ("report", CHECKPOINTS_DIR, LEASES_DIR)
+# checkpoints/<batch_size>/<trial_id>.npz: unfinished trials' checkpoints; tensorboard/: live curves).
+NOT_DATA = ("report", CHECKPOINTS_DIR, LEASES_DIR, TENSORBOARD_DIR)
 
 REMEDY = ("to restore a trial, delete its folder and run the same study again (it is trained "
           "anew with the same seed); a missing study.json is written again by the same run")

@@ -152,6 +152,24 @@ class LocalStorage(Storage):
     def write_bytes(self, path: str, data: bytes) -> None:
         atomic_local_write(self._path(path), lambda f: f.write(data))
 
+    def write_grown(self, path: str, data: bytes, stored: int) -> None:
+        """Append ``data[stored:]`` in place (no temp file and rename: a reader holding the
+        file open, as TensorBoard's reader does, would never see a replaced file grow).
+        A file shorter than ``stored`` (removed, or cut by a crash) is written whole."""
+        dest = self._path(path)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        try:
+            size = os.path.getsize(dest)
+        except OSError:
+            size = -1
+        with open(dest, "r+b" if 0 < stored <= size else "wb") as f:
+            if 0 < stored <= size:
+                f.truncate(stored)  # drop a partial write of a call that failed half-way
+                f.seek(stored)
+                f.write(data[stored:])
+            else:
+                f.write(data)
+
     def write_if_absent(self, path: str, data: bytes) -> bool:
         # Write a complete temp file, then hard-link it into place: link() fails if the
         # target exists, so exactly one concurrent writer wins and nobody ever sees a

@@ -125,6 +125,14 @@ class Storage(abc.ABC):
         """Create or replace the file with ``text`` encoded as UTF-8."""
         self.write_bytes(path, text.encode("utf-8"))
 
+    def write_grown(self, path: str, data: bytes, stored: int) -> None:
+        """Store ``data`` at ``path``, a file that only ever grows, of which an earlier call
+        stored the first ``stored`` bytes (0: a new file). A reader following it (TensorBoard
+        on an event file) must see it grow, not be replaced: a local folder appends the new
+        bytes in place; an object store has no append, so this default rewrites the whole
+        object, which readers of an object store re-read by byte range anyway."""
+        self.write_bytes(path, data)
+
     @abc.abstractmethod
     def write_if_absent(self, path: str, data: bytes) -> bool:
         """Atomically create the file only if missing; True if this call created it."""

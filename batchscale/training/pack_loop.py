@@ -32,6 +32,7 @@ from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import keeps_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
+from batchscale.training.live_curves import TrialCurves
 from batchscale.training.pack_groups import in_lockstep, pack_groups
 from batchscale.training.stopping import Stopped
 from batchscale.training.trainer import (
@@ -64,6 +65,7 @@ class TrialRun:
     width: int | None = None  # from a checkpoint: the pack's width and this trial's position
     position: int | None = None
     done: bool = False
+    curves: TrialCurves | None = None  # its TensorBoard run (set when the pack starts it)
 
     @property
     def label(self) -> str:
@@ -98,6 +100,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
             model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                                 task=pipeline.task)
             run = _new_run(spec, trial, pipeline, seed, max_steps, len(trials))
+            run.curves = TrialCurves(store.fs, spec, trial, run.params, log)
             values = initial_arrays(model, momentum)
             checkpoint = read_checkpoint(store, spec, trial, log)
             if checkpoint is not None:
@@ -282,7 +285,7 @@ class _Loop:
                 run.done = True
                 finish_trial(self.store, self.spec, run.trial, run.metadata, run.rows, outcome,
                              step, len(run.order.order), run.train_seconds,
-                             time.time() - self.started, self.log, self.board,
+                             time.time() - self.started, self.log, self.board, run.curves,
                              compile_seconds=self.step_fn.compile_seconds,
                              evaluation_seconds=self.eval_seconds)
 
@@ -293,6 +296,7 @@ class _Loop:
             self.store.write_measurements(self.spec, run.trial, run.rows)
             run.metadata["steps"] = run.step
             self.store.write_metadata(self.spec, run.trial, run.metadata)
+            run.curves.update(run.rows)
         best = min((r.rows[-1][watched] for r in self.live()), default=math.nan)
         self.log(f"pack of {len(self.live())} at batch size {self.runs[0].trial.batch_size}: "
                  f"step {step}, best {watched} {best:.4f}")
@@ -305,6 +309,8 @@ class _Loop:
                 run.metadata["steps"] = run.step
                 self.store.write_measurements(self.spec, run.trial, run.rows)
                 self.store.write_metadata(self.spec, run.trial, run.metadata)
+                if run.curves is not None:  # not a filler slot
+                    run.curves.update(run.rows)
         self.last_checkpoint = time.time()
 
     def _checkpoint_run(self, position: int, run: TrialRun) -> None:

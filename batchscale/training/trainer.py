@@ -26,6 +26,7 @@ from batchscale.store.crossings import CrossingBoard
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import hardware, make_loss, seed_keras, select_backend, training_scope
+from batchscale.training.live_curves import TrialCurves
 from batchscale.training.stopping import Stopped
 from batchscale.workloads import build_model, get_dataset
 from batchscale.workloads.data_order import EpochPermutations
@@ -105,11 +106,12 @@ def crossing_board(store: StudyStore, spec: StudySpec, batch_size: int) -> Cross
 def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata: dict,
                  rows: list[dict], outcome: tuple[str, str], step: int, num_train_examples: int,
                  train_seconds: float, wall_time: float, log, board: CrossingBoard | None = None,
-                 **extra) -> dict:
+                 curves: TrialCurves | None = None, **extra) -> dict:
     """Record a finished trial: its measurements, then its final metadata (written last: it
     marks the trial done) with the measurements' record (rows and SHA-256 of the bytes
     written, so a reader can tell a damaged measurements.csv), then the removal of its
-    checkpoint; a COMPLETE trial then publishes its goal crossings on ``board``."""
+    checkpoint; a COMPLETE trial then publishes its goal crossings on ``board``. ``curves``:
+    the trial's TensorBoard run, which gets its last rows and the outcome."""
     examples = step * trial.batch_size
     metadata.update(
         status=outcome[0], stop_reason=outcome[1], steps=step,
@@ -120,6 +122,8 @@ def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata:
     )
     metadata["measurements"] = store.write_measurements(spec, trial, rows)
     store.write_metadata(spec, trial, metadata)
+    if curves is not None:
+        curves.finish(rows, outcome[0])
     if not keeps_checkpoint(outcome[1]):  # a budget-stopped trial keeps it: a larger budget
         delete_checkpoint(store, spec, trial)  # continues the trial from there
     if board is not None and outcome[0] == "COMPLETE":
@@ -170,6 +174,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
         watched = f"val/{spec.goals[0].metric}"
         grid = evaluation_steps(max_steps, spec.evaluation.resolution)
         board = crossing_board(store, spec, trial.batch_size)
+        curves = TrialCurves(store.fs, spec, trial, params, log)
 
         started = last_flush = last_checkpoint = time.time()
         train_seconds, rows, step, finite, outcome = 0.0, [], 0, True, None
@@ -195,6 +200,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
                 "order": order_state})
             store.write_measurements(spec, trial, rows)
             store.write_metadata(spec, trial, {**metadata, "steps": step})
+            curves.update(rows)
 
         for target in grid[1:]:
             if target < step or (target == step and rows[-1]["step"] == step):
@@ -220,6 +226,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
                 store.write_measurements(spec, trial, rows)
                 metadata["steps"] = step
                 store.write_metadata(spec, trial, metadata)
+                curves.update(rows)
                 last_flush = time.time()
                 log(f"{label}: step {step}/{max_steps} {watched} {rows[-1][watched]:.4f}")
 
@@ -227,7 +234,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
             save()
     return finish_trial(store, spec, trial, metadata, rows, outcome, step,
                         pipeline.num_train_examples, train_seconds, time.time() - started, log,
-                        board)
+                        board, curves)
 
 
 def _variables(model, optimizer) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import tiny_spec_dict
+from tests.tensorboard_events import check_study_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -56,6 +57,8 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
 
     metadata = sorted(store.glob("tiny/digits/fc_32/nesterov_momentum/*/*/metadata.json"))
     assert len(metadata) == 4
+    # live curves: every trial's TensorBoard run, read back by TensorBoard's own reader
+    assert check_study_runs(str(store), "tiny", tmp_path / "tensorboard-copy") == 4
     before = {p: p.read_bytes() for p in metadata}
     out, second = _batchscale("run", "--local", str(spec_file), cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -104,3 +107,4 @@ def test_new_workload_from_a_spec_only_on_a_gcs_store(gcs_emulator, tmp_path):
     assert study.measurements.groupby("trial_id").size().to_dict().keys() == set(ids)
     assert "steps_to_result" in store.fs.read_text("toy/report/steps_to_result.csv")
     assert "trial_id" in store.fs.read_text("toy/report/goal_steps.csv")  # goal detection folded in
+    assert check_study_runs(root, "toy", tmp_path / "tensorboard-copy") == len(ids)  # on gs:// too
