@@ -1,13 +1,16 @@
-"""How far a study has got, read from its store (for progress lines while it runs)."""
+"""How far a study has got, read from its store (for the console while it runs)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from batchscale.core.goals import first_step_reaching
 from batchscale.core.spec import StudySpec
 from batchscale.core.trial_state import is_finished
 from batchscale.search.trials import batch_trials
+
+MIN_FINISHED_FOR_ETA = 2  # trials finished in this run before a rate is worth quoting
 
 
 @dataclass
@@ -17,12 +20,39 @@ class Progress:
     infeasible: int
     best_steps: dict[int, int | None]  # first goal, validation; None = not reached yet
     added: int = 0  # trials later search rounds added (top-ups, re-searches)
+    running: int = 0  # started (metadata written) and not finished
+    eta_seconds: float | None = None  # for the trials known so far; None: no rate measured yet
 
     def line(self) -> str:
-        best = " ".join(f"{b}:{'-' if s is None else s}" for b, s in self.best_steps.items())
+        """The counts and best steps: what changes when something happened (no clock)."""
+        return f"trials {self.counts()} | best steps per batch size {self.best()}"
+
+    def counts(self) -> str:
+        """``100/115 done, 9 diverged, 15 added by later rounds, 2 running``."""
         extra = f", {self.infeasible} diverged" if self.infeasible else ""
         extra += f", {self.added} added by later rounds" if self.added else ""
-        return f"trials {self.done}/{self.total} done{extra} | best steps per batch size {best}"
+        extra += f", {self.running} running" if self.running else ""
+        return f"{self.done}/{self.total} done{extra}"
+
+    def best(self) -> str:
+        """Each batch size's fewest steps to the first goal so far (``-``: not reached)."""
+        return " ".join(f"{b}:{'-' if s is None else s}" for b, s in self.best_steps.items())
+
+    def eta(self) -> str:
+        """``ETA 2m10s``, or "" while too few trials finished to measure a rate."""
+        if self.eta_seconds is None:
+            return ""
+        return f"ETA {duration(self.eta_seconds)}"
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``2m10s``, ``3h05m``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 class ProgressTracker:
@@ -30,20 +60,27 @@ class ProgressTracker:
     first validation step beating the study's first goal is kept (``core.goals``' rule,
     the one steps to result uses).
 
+    The ETA is the rate measured in this run: trials finished (not those re-used from an
+    earlier run) per second since the first trial was seen training, over every pack at
+    once, for the trials known so far (later search rounds may add more).
+
     Each poll reads only the metadata of trials not yet finished, and the study.json of
     each batch size with none (the planner adds a search round only to a batch size whose
     trials have all finished), so polling stays cheap for studies of hundreds of trials
     on gs://.
     """
 
-    def __init__(self, spec: StudySpec, store):
-        self.spec, self.store = spec, store
+    def __init__(self, spec: StudySpec, store, clock=time.monotonic):
+        self.spec, self.store, self.clock = spec, store, clock
         self.pending = []
         self.known: set[tuple[int, int]] = set()
         self.initial = len(spec.batch_sizes) * spec.trials_per_batch_size
         self.done = 0
         self.infeasible = 0
         self.best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)  # steps to result so far
+        self.running = 0
+        self.baseline: int | None = None  # trials found done at the first poll (re-used)
+        self.since: float | None = None  # when this run's first trial was seen training
 
     def poll(self) -> Progress:
         busy = {trial.batch_size for trial in self.pending}
@@ -54,7 +91,7 @@ class ProgressTracker:
                     continue
                 self.known.add((trial.batch_size, trial.trial_id))
                 self.pending.append(trial)
-        still = []
+        still, running = [], 0
         for trial in self.pending:
             meta = self.store.read_metadata(self.spec, trial)
             if is_finished(meta, self.spec.max_steps[trial.batch_size]):
@@ -64,7 +101,12 @@ class ProgressTracker:
                     self._reached(trial.batch_size, self.store.read_measurements(self.spec, trial))
             else:
                 still.append(trial)
-        self.pending = still
+                running += meta is not None
+        self.pending, self.running = still, running
+        if self.baseline is None:
+            self.baseline = self.done
+        if self.since is None and (running or self.done > self.baseline):
+            self.since = self.clock()
         return self.progress()
 
     def _reached(self, batch_size: int, rows: list[dict]) -> None:
@@ -75,4 +117,10 @@ class ProgressTracker:
 
     def progress(self) -> Progress:
         return Progress(self.done, self.done + len(self.pending), self.infeasible, dict(self.best),
-                        max(len(self.known) - self.initial, 0))
+                        max(len(self.known) - self.initial, 0), self.running, self._eta())
+
+    def _eta(self) -> float | None:
+        finished = self.done - (self.baseline or 0)
+        if self.since is None or not self.pending or finished < MIN_FINISHED_FOR_ETA:
+            return None
+        return len(self.pending) * (self.clock() - self.since) / finished

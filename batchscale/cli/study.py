@@ -1,12 +1,14 @@
 """``batchscale run``, ``validate`` and ``compile``: one study, from its spec.
 
-  batchscale run --local [SPEC]     the pipeline through kfp.local, with a progress line
+  batchscale run --local [SPEC]     the pipeline through kfp.local, with live progress
   batchscale validate [SPEC]        check a spec (and its flags) without running anything
   batchscale compile [SPEC]         the pipeline YAML for Kubeflow Pipelines
 
 ``run --local`` starts the pipeline in a child process (``python -m
 batchscale.pipelines.local_run``) so that kfp's per-task logs go to a file while this
-process prints one progress line per change. The child leads its own process group: on
+process shows progress (``run_console``: a live bar on a terminal, a line per change
+elsewhere) and what the log says at once: the phase, a task that failed, a host that
+cannot be reached (``pipelines.task_log``). The child leads its own process group: on
 Ctrl-C (or any other way out of the progress loop) the whole group, the kfp task
 processes included, is terminated, then killed after STOP_GRACE_SECONDS, so nothing
 keeps training. The store is written atomically per trial, so running the same command
@@ -41,9 +43,11 @@ RESUME_HINT = ("the local pipeline was stopped; run the same command again to re
                "(finished trials are re-used)")
 
 
-class Terminated(Exception):
+class Terminated(BaseException):
     """SIGTERM or SIGHUP reached ``run --local`` (a ``kill``, a closed terminal, a CI job's
-    timeout): stop the pipeline as Ctrl-C does, then exit 128 + the signal."""
+    timeout): stop the pipeline as Ctrl-C does, then exit 128 + the signal. A
+    BaseException, like KeyboardInterrupt: the progress loop's ``except Exception`` (a store
+    call that failed) must not swallow a signal that arrives during a poll."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -118,50 +122,37 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: str,
                   started: float) -> int:
-    """Start local_run, print progress until it ends, print the report. Any way out of the
+    """Start local_run, show progress until it ends, print the report. Any way out of the
     progress loop (Ctrl-C, SIGTERM, an error) stops the pipeline's whole process group."""
     from batchscale.cli.analysis import print_stored_report
+    from batchscale.cli.run_console import RunConsole, RunWatch
     from batchscale.pipelines.progress import ProgressTracker
-    from batchscale.store.gcs_storage import retry_seconds_setting
 
     with open(log_path, "w") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "batchscale.pipelines.local_run", spec_path,
              os.path.join(work, "kfp-outputs")],
             stdout=log, stderr=subprocess.STDOUT, cwd=work,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # task output reaches the log at once
             start_new_session=True,  # its own process group: stop_child ends the whole tree
         )
+        console = RunConsole()
         try:
-            last, tracker = "", ProgressTracker(spec, _polling_store(spec))
-            outage = None  # when the store was first found unreachable
+            watch = RunWatch(spec, store, log_path, console, started)
+            tracker = ProgressTracker(spec, _polling_store(spec))
             while child.poll() is None:
                 try:
                     child.wait(timeout=POLL_SECONDS)  # returns as soon as the pipeline ends
                 except subprocess.TimeoutExpired:
                     pass
-                now = f"[{time.time() - started:6.0f}s]"
-                try:
-                    line = tracker.poll().line()
-                except (ValueError, KeyError):  # a file being replaced: read it next poll
-                    continue
-                except Exception as err:  # unreachable (connection refused, timeouts, 5xx)
-                    if outage is None:
-                        outage = time.time()
-                        print(f"{now} store {store.url()} unreachable ({type(err).__name__}); "
-                              f"the run keeps retrying each call for up to "
-                              f"{retry_seconds_setting():.0f}s", flush=True)
-                    continue
-                if outage is not None:
-                    print(f"{now} store reachable again after {time.time() - outage:.0f}s",
-                          flush=True)
-                    outage = None
-                if line != last:
-                    print(f"{now} {line}", flush=True)
-                    last = line
+                watch.log_events()
+                watch.poll(tracker)
         except KeyboardInterrupt:
+            console.close()
             stop_child(child)
             raise KeyboardInterrupt(RESUME_HINT) from None
         finally:  # any other way out (SIGTERM, stdout closed): the pipeline must not run on
+            console.close()
             if child.poll() is None:
                 stop_child(child)
     elapsed = time.time() - started
@@ -170,7 +161,7 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
         print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s: {reason}; "
               f"full log: {log_path}", file=sys.stderr)
         return 1
-    print(f"[{elapsed:6.0f}s] {tracker.poll().line()}")
+    print(f"[{elapsed:7.0f}s] {tracker.poll().line()}")
     return print_stored_report(spec, store, elapsed=elapsed)
 
 

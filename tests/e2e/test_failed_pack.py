@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from batchscale.pipelines.task_log import TaskLog
 from batchscale.search.trials import make_trials
 from batchscale.store.layout import StudyStore
 from batchscale.validation import parse_spec
@@ -42,6 +43,13 @@ def test_a_failed_pack_still_ends_with_a_report_naming_the_missing_trial(digits_
     run = subprocess.run([sys.executable, "-m", "batchscale.pipelines.local_run", str(spec_file),
                           str(tmp_path / "kfp")], capture_output=True, text=True, timeout=600)
     assert run.returncode != 0 and "FAILURE" in run.stdout + run.stderr  # the run failed ...
+    # ... and `run --local`'s console reads that from this log as it is written: which task
+    # failed, with the exception it died of
+    log = tmp_path / "run.log"
+    log.write_text(run.stdout + run.stderr)
+    failed = [e for e in TaskLog(str(log)).read() if e.kind == "failed"]
+    assert [e.task for e in failed] == ["train-pack"], failed
+    assert failed[0].detail.split(":")[0].endswith("Error"), failed
 
     # ... yet every other pack trained, and aggregate ran after the failed loop
     assert [store.is_done(spec, t) for t in trials] == [t is not broken for t in trials]

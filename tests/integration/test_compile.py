@@ -129,6 +129,16 @@ def test_kfp_artifacts_for_the_ui(tmp_path):
     assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics"
 
 
+def test_each_pack_task_shows_its_trials_in_the_ui(tmp_path):
+    """KFP names every loop iteration alike (no runtime display names, kubeflow/pipelines
+    #14008): a pack task is told apart by its own Metrics and Markdown outputs."""
+    doc = _compile(tmp_path)
+    outputs = doc["components"]["comp-train-pack"]["outputDefinitions"]
+    assert outputs["artifacts"]["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics"
+    assert outputs["artifacts"]["summary"]["artifactType"]["schemaTitle"] == "system.Markdown"
+    assert outputs["parameters"]["Output"]["parameterType"] == "STRING"
+
+
 def test_compile_does_not_import_tensorflow_keras_or_jax(tmp_path):
     code = ("import sys; from batchscale.cli.main import main; "
             f"main(['compile', '-o', {str(tmp_path / 'p.yaml')!r}]); "

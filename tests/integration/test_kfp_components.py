@@ -46,9 +46,17 @@ def test_prepare_data_then_plan_round_then_train_pack(kfp_local, tmp_path):
     assert again.output == prep.output
 
     # one pack task: its two trials re-derived from the spec, trained, each in its own folder
-    summary = train_pack(study_spec=raw, pack=packs[2], store_root="").output
+    task = train_pack(study_spec=raw, pack=packs[2], store_root="")
+    summary = task.outputs["Output"]
     counts = dict(reversed(part.split(" ")) for part in summary.removeprefix("b128-t1-2: ").split(", "))
     assert set(counts) <= {"COMPLETE", "INFEASIBLE"} and sum(map(int, counts.values())) == 2, summary
+    # what the Kubeflow UI shows of the pack: its Metrics and a Markdown table of its trials
+    metrics = task.outputs["metrics"].metadata
+    assert metrics["trials"] == 2 and metrics["complete"] + metrics["infeasible"] == 2
+    assert {"trial_1_best_val_classification_error", "train_seconds"} <= set(metrics)
+    page = open(task.outputs["summary"].path).read()
+    assert page.startswith("### Pack b128-t1-2: batch size 128, trials 1, 2")
+    assert "| 1 | " in page and "| 2 | " in page and "tensorboard --logdir" in page
     trained = {t.trial_id: t for t in plan_trials(spec) if t.batch_size == 128}
     assert [store.is_done(spec, trained[i]) for i in (1, 2, 3)] == [True, True, False]
     meta = store.read_metadata(spec, trained[2])

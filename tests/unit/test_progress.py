@@ -1,4 +1,7 @@
-"""Progress lines during a run: done counts, best steps so far, finished trials read once."""
+"""Progress during a run: done, diverged and running counts, best steps so far (finished
+trials read once), and the ETA from the rate measured in this run."""
+
+import pytest
 
 from batchscale.core.spec import TrialSpec
 from batchscale.pipelines.progress import ProgressTracker
@@ -26,8 +29,37 @@ def test_progress_counts_and_best_steps(tmp_path):
     _finish(store, spec, 128, 1, "COMPLETE", [0.9, 0.3])            # not reached
     store.write_metadata(spec, TrialSpec(spec.name, 128, 2, {}), {"status": "INCOMPLETE"})
     progress = tracker.poll()
-    assert progress.line() == "trials 3/4 done, 1 diverged | best steps per batch size 16:20 128:-"
+    assert progress.line() == "trials 3/4 done, 1 diverged, 1 running | best steps per batch size 16:20 128:-"
 
     _finish(store, spec, 16, 1, "COMPLETE", [0.1])  # a finished trial is cached, not re-read
     _finish(store, spec, 128, 2, "COMPLETE", [0.9, 0.19])
     assert tracker.poll().line() == "trials 4/4 done, 1 diverged | best steps per batch size 16:20 128:10"
+
+
+def test_eta_comes_from_this_runs_rate_not_from_re_used_trials(tmp_path):
+    spec = parse_spec(tiny_spec_dict(str(tmp_path)))  # 4 trials
+    store = StudyStore(spec.store)
+    _finish(store, spec, 16, 1, "COMPLETE", [0.9])  # done before this run: re-used
+    now = [100.0]
+    tracker = ProgressTracker(spec, store, clock=lambda: now[0])
+    first = tracker.poll()
+    assert first.done == 1 and first.eta_seconds is None and first.eta() == ""
+    store.write_metadata(spec, TrialSpec(spec.name, 16, 2, {}), {"status": "INCOMPLETE"})
+    now[0] = 110.0
+    assert tracker.poll().running == 1  # training seen: the clock starts here
+    now[0] = 130.0
+    _finish(store, spec, 16, 2, "COMPLETE", [0.9])
+    assert tracker.poll().eta_seconds is None  # one trial finished: no rate yet
+    now[0] = 150.0
+    _finish(store, spec, 128, 1, "COMPLETE", [0.9])
+    progress = tracker.poll()
+    # 2 trials in 40 s since training was first seen, 1 left: 20 s
+    assert progress.eta_seconds == pytest.approx(20.0) and progress.eta() == "ETA 20s"
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "0s"), (59.4, "59s"), (130, "2m10s"),
+                                            (3600 * 3 + 300, "3h05m")])
+def test_durations_read_as_people_write_them(seconds, text):
+    from batchscale.pipelines.progress import duration
+
+    assert duration(seconds) == text

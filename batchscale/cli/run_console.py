@@ -1,0 +1,137 @@
+"""The console of ``batchscale run --local`` while the pipeline runs.
+
+On a terminal, a live progress bar drawn by rich: the phase (preparing data, training,
+analysing ...), trials done out of those known, how many diverged and run now, elapsed
+time and an ETA from the rates measured in this run, with the lines worth keeping
+(best steps per batch size as they improve, a task that failed, a host that cannot be
+reached) printed above it. Anywhere else (a pipe, a CI log, a file) the same facts as
+plain lines, one per change, each stamped with the seconds since the run started: a live
+bar would only fill a log with redraws.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from batchscale.core.spec import StudySpec
+from batchscale.pipelines.progress import Progress
+
+OFFLINE_HINT = ("without network, prepare the data set where there is one or choose one that "
+                "ships offline (`batchscale workloads` lists their sources)")
+
+
+class RunConsole:
+    """Where progress and events go; ``live`` defaults to whether stdout is a terminal."""
+
+    def __init__(self, live: bool | None = None, stream=None):
+        self.stream = stream or sys.stdout
+        self.live = self.stream.isatty() if live is None else live
+        self.last_line = ""
+        self.last_best = ""
+        self.bar = None
+        if self.live:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(),
+                TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+                TextColumn("{task.fields[eta]}"),
+                console=Console(file=self.stream, force_terminal=True, highlight=False),
+                refresh_per_second=4)
+            self.task = self.bar.add_task("starting", total=None, detail="", eta="")
+            self.bar.start()
+
+    def status(self, elapsed: float, phase: str, progress: Progress) -> None:
+        """The study's state after a poll: redrawn on a terminal, a line when it changed."""
+        line = f"{phase}: {progress.line()}"
+        if self.bar is not None:
+            self.bar.update(self.task, description=phase, completed=progress.done,
+                            total=progress.total or None, detail=progress.counts(),
+                            eta=progress.eta())
+            best = progress.best()
+            if best != self.last_best and any(s is not None for s in progress.best_steps.values()):
+                self.say(elapsed, f"best steps per batch size {best}")
+            self.last_best = best
+        elif line != self.last_line:
+            eta = progress.eta()
+            self._print(f"[{elapsed:7.0f}s] {line}" + (f" | {eta}" if eta else ""))
+        self.last_line = line
+
+    def say(self, elapsed: float, text: str) -> None:
+        """One line that stays: printed above the bar on a terminal."""
+        self._print(f"[{elapsed:7.0f}s] {text}")
+
+    def _print(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+class RunWatch:
+    """One poll of the run: what the task log says (phase, an unreachable host, a failed
+    task: each said once, at once) and what the store says (trials done, best steps)."""
+
+    def __init__(self, spec: StudySpec, store, log_path: str, console, started: float):
+        from batchscale.pipelines.task_log import TaskLog
+
+        self.spec, self.store, self.log_path, self.console = spec, store, log_path, console
+        self.started = started
+        self.task_log = TaskLog(log_path)
+        self.phase, self.rounds = "starting", 0
+        self.outage: float | None = None  # when the store was first found unreachable
+
+    def elapsed(self) -> float:
+        return time.time() - self.started
+
+    def log_events(self) -> None:
+        from batchscale.pipelines.task_log import phase_of
+
+        for event in self.task_log.read():
+            if event.kind == "task":
+                self.rounds += event.task == "plan-round"
+                self.phase = phase_of(event.task)
+                if event.task in ("plan-round", "train-pack") and self.spec.max_rounds > 1:
+                    self.phase += f", round {max(self.rounds, 1)}"
+            elif event.kind == "network":
+                hint = f"; {OFFLINE_HINT}" if event.task == "prepare-data" else ""
+                self.console.say(self.elapsed(), (
+                    f"{phase_of(event.task) if event.task else self.phase}: cannot reach "
+                    f"{event.detail}; the task keeps retrying (Ctrl-C stops the run){hint}; "
+                    f"log: {self.log_path}"))
+            elif event.kind == "failed":
+                self.console.say(self.elapsed(), (
+                    f"task {event.task} failed: {event.detail or 'see the log'}; "
+                    f"log: {self.log_path}"))
+
+    def poll(self, tracker) -> None:
+        from batchscale.store.gcs_storage import retry_seconds_setting
+
+        try:
+            progress = tracker.poll()
+        except (ValueError, KeyError):  # a file being replaced: read it next poll
+            return
+        except Exception as err:  # unreachable (connection refused, timeouts, 5xx)
+            if self.outage is None:
+                self.outage = time.time()
+                self.console.say(self.elapsed(), (
+                    f"store {self.store.url()} unreachable ({type(err).__name__}); the run "
+                    f"keeps retrying each call for up to {retry_seconds_setting():.0f}s"))
+            return
+        if self.outage is not None:
+            self.console.say(self.elapsed(),
+                             f"store reachable again after {time.time() - self.outage:.0f}s")
+            self.outage = None
+        self.console.status(self.elapsed(), self.phase, progress)

@@ -1,0 +1,97 @@
+"""What kfp.local's task log says as it grows, for ``run --local``'s console: which task
+runs (the study's phase), a task that cannot reach the network, a task that failed.
+
+``batchscale run --local`` sends kfp.local's output (every task's own output streamed into
+it) to a log file and keeps the console for progress. The store tells how many trials
+are done; only this log tells that the study is still preparing its data, or that a
+download is retrying against a network that is not there (tensorflow-datasets retries
+for minutes, silently on the console) or that a task just failed, before the pipeline
+as a whole gives up. ``TaskLog.read`` returns what is new since its last call.
+
+The lines read are kfp.local 2.17's: ``Executing task 'NAME'`` and ``Task 'NAME' finished
+with status FAILURE`` (ANSI colours stripped), and urllib3/requests/socket error texts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+STARTED = re.compile(r"Executing task '([a-z0-9-]+)'")
+FAILED = re.compile(r"Task '([a-z0-9-]+)' finished with status FAILURE")
+EXCEPTION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)): (.+)$")
+# A connection that cannot be made, and the host it was for.
+NETWORK = re.compile(r"(NameResolutionError|Failed to resolve|Temporary failure in name resolution|"
+                     r"Name or service not known|Network is unreachable|No route to host|"
+                     r"Connection refused|Max retries exceeded|urlopen error)")
+HOST = re.compile(r"(?:host='|Failed to resolve ')([^':]+)")
+REASON = re.compile(r"\(\[Errno -?\d+\] ([^)\]]+)\)|\[Errno -?\d+\] ([^'\")\]]+)")
+
+# The pipeline's tasks (component names as kfp.local logs them) and the phase each is.
+PHASES = {"prepare-data": "preparing data", "plan-round": "planning a search round",
+          "train-pack": "training", "aggregate": "analysing"}
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """``kind``: "task" (``task`` started), "network" (``detail``: host and reason) or
+    "failed" (``task`` failed; ``detail``: the last exception line it printed, or "")."""
+
+    kind: str
+    task: str = ""
+    detail: str = ""
+
+
+class TaskLog:
+    """Follows one log file from where the last ``read`` stopped (whole lines only)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.offset = 0
+        self.partial = ""
+        self.task = ""  # the task whose output the log shows now
+        self.last_exception = ""
+        self.unreachable: set[str] = set()  # hosts already reported
+
+    def read(self) -> list[LogEvent]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        text = self.partial + data.decode("utf-8", errors="replace")
+        # tqdm bars in tasks' output end lines with '\r': count them as line ends too
+        lines = re.split(r"\r\n|\r|\n", text)
+        self.partial = lines.pop()
+        events = []
+        for line in lines:
+            event = self._classify(ANSI.sub("", line))
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _classify(self, line: str) -> LogEvent | None:
+        if match := STARTED.search(line):
+            self.task, self.last_exception = match.group(1), ""
+            return LogEvent("task", self.task)
+        if match := FAILED.search(line):
+            return LogEvent("failed", match.group(1), self.last_exception)
+        if match := EXCEPTION.match(line):
+            self.last_exception = f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2).strip()}"
+        if NETWORK.search(line):
+            host = HOST.search(line)
+            name = host.group(1) if host else "a remote host"
+            if name in self.unreachable:
+                return None
+            self.unreachable.add(name)
+            reason = REASON.search(line)
+            why = (reason.group(1) or reason.group(2)).strip() if reason else NETWORK.search(line).group(1)
+            return LogEvent("network", self.task, f"{name} ({why})")
+        return None
+
+
+def phase_of(task: str) -> str:
+    return PHASES.get(task, task.replace("-", " "))

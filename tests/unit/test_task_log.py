@@ -1,0 +1,48 @@
+"""Reading kfp.local's task log as it grows: phases, unreachable hosts (once each), failed
+tasks with their last exception, whole lines only. The lines are kfp.local 2.17's and
+urllib3's, as a ``run --local`` of fashion_mnist without network wrote them."""
+
+from batchscale.pipelines.task_log import TaskLog, phase_of
+
+START = "00:14:25.637 - INFO - Executing task \x1b[96m'{}'\x1b[0m\n"
+RETRY = ("    [KFP Executor 2026-11-25 00:14:28,261 WARNING]: Retrying (Retry(total=4, connect=None, "
+         "read=None, redirect=None, status=None)) after connection broken by 'NameResolutionError("
+         "\"HTTPConnection(host='{}', port=80): Failed to resolve '{}' ([Errno -3] Temporary "
+         "failure in name resolution)\")': /t10k-images-idx3-ubyte.gz\n")
+FAILED = "00:16:01.002 - ERROR - Task \x1b[96m'{}'\x1b[0m finished with status \x1b[91mFAILURE\x1b[0m\n"
+
+
+def test_phases_network_and_failures(tmp_path):
+    path = tmp_path / "run.log"
+    log = TaskLog(str(path))
+    assert log.read() == []  # no file yet
+    host = "fashion-mnist.s3-website.eu-central-1.amazonaws.com"
+    with open(path, "w") as fh:
+        fh.write(START.format("prepare-data"))
+        fh.write("    Dl Completed...:   0%|          | 0/1 [00:00<?, ? url/s]\r")  # a tqdm redraw
+        fh.write(RETRY.format(host, host) * 3)  # the same host again: said once
+        fh.write("    ValueError: first\n    urllib3.exceptions.MaxRetryError: gave up\n")
+        fh.write(FAILED.format("prepare-data"))
+        fh.write(START.format("aggregate")[:-12])  # cut mid-line: nothing until the line is whole
+    events = log.read()
+    assert [(e.kind, e.task) for e in events] == [("task", "prepare-data"), ("network", "prepare-data"),
+                                                  ("failed", "prepare-data")]
+    assert events[1].detail == f"{host} (Temporary failure in name resolution)"
+    assert events[2].detail == "MaxRetryError: gave up"  # the last exception before the failure
+    with open(path, "a") as fh:
+        fh.write(START.format("aggregate")[-12:])
+    assert [(e.kind, e.task) for e in log.read()] == [("task", "aggregate")]
+    assert log.read() == []
+
+
+def test_a_new_task_forgets_the_last_tasks_exception(tmp_path):
+    path = tmp_path / "run.log"
+    path.write_text("    KeyError: old\n" + START.format("train-pack") + FAILED.format("train-pack"))
+    [_, failed] = TaskLog(str(path)).read()
+    assert failed.detail == ""
+
+
+def test_phase_names():
+    assert [phase_of(t) for t in ("prepare-data", "plan-round", "train-pack", "aggregate")] == [
+        "preparing data", "planning a search round", "training", "analysing"]
+    assert phase_of("new-task") == "new task"
