@@ -54,12 +54,12 @@ def test_a_download_without_network_is_said_in_one_line_within_seconds(tmp_path)
         os.killpg(child.pid, signal.SIGTERM)  # the CLI stops its pipeline, as on Ctrl-C
         child.wait(timeout=60)
     assert said is not None, "".join(lines)[-3000:]
-    log_path = next(l.split("kfp task logs: ", 1)[1].strip() for l in lines if "kfp task logs: " in l)
+    log_path = next(x.split("kfp task logs: ", 1)[1].strip() for x in lines if "kfp task logs: " in x)
     assert said.count("\n") == 1 and "preparing data: cannot reach " in said
     assert f"log: {log_path}" in said and "ships offline" in said
     # within 10 s of the first failed connection the task logged
     log = open(log_path, errors="replace").read()
-    first = next(l for l in log.splitlines() if NETWORK.search(l) and LOG_STAMP.search(l))
+    first = next(x for x in log.splitlines() if NETWORK.search(x) and LOG_STAMP.search(x))
     failed_at = datetime.strptime(LOG_STAMP.search(first).group(1), "%Y-%m-%d %H:%M:%S,%f")
     delay = (seen_at - failed_at).total_seconds()
     print(f"console line {delay:.1f}s after the first failed connection")

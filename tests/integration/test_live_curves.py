@@ -12,7 +12,7 @@ from batchscale.store.layout import StudyStore
 from batchscale.training.packs import run_pack
 from batchscale.training.trainer import resolve_parameters
 from batchscale.validation import parse_spec
-from tests.conftest import share_datasets, tiny_spec_dict
+from tests.conftest import StopAfter, share_datasets, tiny_spec_dict
 from tests.tensorboard_events import check_run_matches, read_run, trial_run_dir
 
 LINEAR = {"momentum": 0.9, "end_learning_rate_factor": 0.1, "decay_fraction": 0.5}
@@ -45,18 +45,6 @@ def test_pack_trials_write_their_curves_and_outcome_for_tensorboard(digits_store
         assert hparams["decay_fraction"] == pytest.approx(0.5)
 
 
-class _StopAfter:
-    """A stop request that turns on at the ``checks``-th time the trainer looks at it."""
-
-    def __init__(self, checks: int):
-        self.checks = checks
-
-    @property
-    def requested(self) -> bool:
-        self.checks -= 1
-        return self.checks < 0
-
-
 def test_a_resumed_trial_shows_one_curve(digits_store, tmp_path):
     """Stopped twice and resumed from its checkpoints, a trial leaves one event file per
     process; TensorBoard's reader shows one curve equal to measurements.csv, no step twice."""
@@ -70,7 +58,7 @@ def test_a_resumed_trial_shows_one_curve(digits_store, tmp_path):
     trial = TrialSpec("resumed", 16, 1, {"learning_rate": 0.05, **LINEAR})
     for checks in (2, 5):
         with pytest.raises(Stopped):
-            run_trial(spec, trial, store, log=lambda *_: None, stop=_StopAfter(checks))
+            run_trial(spec, trial, store, log=lambda *_: None, stop=StopAfter(checks))
     meta = run_trial(spec, trial, store, log=lambda *_: None)
     run = trial_run_dir(os.path.join(root, "resumed"), 16, 1)
     assert len(os.listdir(run)) == 3, os.listdir(run)

@@ -16,7 +16,7 @@ from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.packs import run_pack
 from batchscale.training.step_timing import TIME_MIN_STEPS
 from batchscale.validation import parse_spec
-from tests.conftest import share_datasets, tiny_spec_dict
+from tests.conftest import StopAfter, share_datasets, tiny_spec_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = """
@@ -238,18 +238,6 @@ def test_a_convolutional_pack_on_cpu_steps_once_per_call_and_matches_the_trial_t
         rows[-1]["val/cross_entropy_error"], rel=1e-3)
 
 
-class _StopAfter:
-    """A stop request that turns on at the ``checks``-th time the trainer looks at it."""
-
-    def __init__(self, checks: int):
-        self.checks = checks
-
-    @property
-    def requested(self) -> bool:
-        self.checks -= 1
-        return self.checks < 0
-
-
 @pytest.mark.parametrize("stops", [[0], [2, 5]])
 def test_the_fit_trainer_checkpoints_on_a_stop_and_resumes_step_for_step(stops, digits_store,
                                                                          tmp_path):
@@ -273,7 +261,7 @@ def test_the_fit_trainer_checkpoints_on_a_stop_and_resumes_step_for_step(stops, 
         [trial] = make_trials(spec)
         for checks in (stops if how == "stopped" else []):
             with pytest.raises(Stopped):
-                run_trial(spec, trial, store, log=lambda *_: None, stop=_StopAfter(checks))
+                run_trial(spec, trial, store, log=lambda *_: None, stop=StopAfter(checks))
             assert store.read_metadata(spec, trial)["status"] == "INCOMPLETE"
             assert store.fs.exists(checkpoint_path(spec, trial))
         meta = run_trial(spec, trial, store, log=lambda *_: None)
