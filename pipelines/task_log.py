@@ -29,7 +29,7 @@ HOST = re.compile(r"(?:host='|Failed to resolve ')([^':]+)")
 REASON = re.compile(r"\(\[Errno -?\d+\] ([^)\]]+)\)|\[Errno -?\d+\] ([^'\")\]]+)")
 
 # The pipeline's tasks (component names as kfp.local logs them) and the phase each is.
-PHASES = {"prepare-data": "preparing data", "plan-round": "planning a search round",
+PHASES = {"prepare-data": "preparing data", "plan-round": "planning",
           "train-pack": "training", "aggregate": "analysing"}
 
 

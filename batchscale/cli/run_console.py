@@ -104,7 +104,7 @@ class RunWatch:
                 self.rounds += event.task == "plan-round"
                 self.phase = phase_of(event.task)
                 if event.task in ("plan-round", "train-pack") and self.spec.max_rounds > 1:
-                    self.phase += f", round {max(self.rounds, 1)}"
+                    self.phase += f" (round {max(self.rounds, 1)} of up to {self.spec.max_rounds})"
             elif event.kind == "network":
                 hint = f"; {OFFLINE_HINT}" if event.task == "prepare-data" else ""
                 self.console.say(self.elapsed(), (

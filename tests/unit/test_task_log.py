@@ -44,5 +44,5 @@ def test_a_new_task_forgets_the_last_tasks_exception(tmp_path):
 
 def test_phase_names():
     assert [phase_of(t) for t in ("prepare-data", "plan-round", "train-pack", "aggregate")] == [
-        "preparing data", "planning a search round", "training", "analysing"]
+        "preparing data", "planning", "training", "analysing"]
     assert phase_of("new-task") == "new task"
