@@ -82,7 +82,7 @@ class Comparison:
     """What ``compare_studies`` returns. ``goal``: the goal given for every study (None:
     each study's own); ``table``: the long table (TABLE_COLUMNS, plus NORMALIZED when
     normalising); ``wide``: batch_size x label of the plotted values (normalised or raw
-    steps; NaN = not reached or not measured); ``figures``: file name -> PNG bytes;
+    steps; NaN = not reached or not measured); ``figures``: file name -> SVG bytes;
     ``damaged``: the studies' files that could not be read (``Study.damaged``; each is also
     one of ``notes``, naming its study)."""
 

@@ -18,9 +18,9 @@ from batchscale.analysis.plots import STEPS
 from batchscale.store.filesystem import open_root
 
 NORMALIZED = f"normalized_{STEPS}"
-FIGURE_STEPS = "compare_steps.png"
-FIGURE_NORMALIZED = "compare_steps_normalized.png"
-FIGURE_EXAMPLES = "compare_examples.png"
+FIGURE_STEPS = "compare_steps.svg"
+FIGURE_NORMALIZED = "compare_steps_normalized.svg"
+FIGURE_EXAMPLES = "compare_examples.svg"
 OUTPUT_FILES = ("compare.html", "compare.md", "compare.csv", "compare.json",
                 FIGURE_STEPS, FIGURE_NORMALIZED, FIGURE_EXAMPLES)
 SPLIT_NAMES = {"val": "validation", "train": "training"}

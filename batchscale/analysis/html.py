@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 
 import pandas as pd
 
@@ -37,9 +38,28 @@ def esc(text) -> str:
     return html.escape(str(text))
 
 
-def figure(png: bytes, caption: str, alt: str = "") -> str:
-    data = base64.b64encode(png).decode()
-    return (f'<figure><img alt="{esc(alt or caption)}" src="data:image/png;base64,{data}">'
+_SVG_WIDTH = re.compile(rb'<svg[^>]*?\swidth="([0-9.]+)pt"')
+
+
+def figure(image: bytes, caption: str, alt: str = "") -> str:
+    """A figure (SVG, or PNG) with its caption, as an ``<img>`` with a base64 ``data:`` URI.
+
+    Why an ``<img>`` and not inline ``<svg>``: an image is a document of its own, so a
+    figure's ids and style sheet cannot clash with the page's or another figure's, and a
+    browser fetches nothing an SVG image might name (no scripts, no external files). An
+    SVG's box is as wide as the figure (1 pt = 4/3 px), so its caption wraps under it
+    and two single-panel figures stand side by side.
+    """
+    if image[:8] == b"\x89PNG\r\n\x1a\n":
+        mime, style = "image/png", ""
+    elif b"<svg" in image[:1000]:
+        width = _SVG_WIDTH.search(image[:2000])
+        mime = "image/svg+xml"
+        style = f' style="max-width:{float(width[1]) * 4 / 3:.0f}px"' if width else ""
+    else:
+        raise ValueError("a figure must be PNG or SVG bytes")
+    data = base64.b64encode(image).decode()
+    return (f'<figure{style}><img alt="{esc(alt or caption)}" src="data:{mime};base64,{data}">'
             f"<figcaption>{esc(caption)}</figcaption></figure>")
 
 

@@ -1,4 +1,5 @@
-"""The report's and ``compare``'s figures, as PNG bytes (matplotlib's Agg backend; no display).
+"""The report's and ``compare``'s figures, as SVG bytes (matplotlib's Agg backend; no display;
+sizes and fonts in ``plot_base``).
 
 - ``steps_to_result_plot``: Figure 1 / Figures 3–6 (and 15–17): steps (or examples) to
   result against batch size on log2–log2 axes, one line per curve, the dashed
@@ -24,13 +25,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from batchscale.analysis.plot_base import drawing as _drawing
 from batchscale.analysis.plot_base import figure as _figure
 from batchscale.analysis.plot_base import footnote as _footnote
 from batchscale.analysis.plot_base import legend as _legend
 from batchscale.analysis.plot_base import log2_axes as _log2_axes
+from batchscale.analysis.plot_base import log_axis as _log_axis
 from batchscale.analysis.plot_base import no_data as _no_data
 from batchscale.analysis.plot_base import numbers as _numbers
-from batchscale.analysis.plot_base import png as _png
+from batchscale.analysis.plot_base import svg as _svg
 from batchscale.analysis.plots_budget import budget_label as budget_label
 from batchscale.analysis.plots_budget import budget_plot as budget_plot
 
@@ -114,6 +117,7 @@ def _as_curves(curves) -> dict[str, pd.DataFrame]:
 
 
 # ---- steps to result ------------------------------------------------------------------
+@_drawing
 def steps_to_result_plot(curves, title: str, fits=None, normalize_at: int | None = None,
                          ylabel: str | None = None, column: str = STEPS) -> bytes:
     """Steps to result against batch size, log2–log2, one line per curve.
@@ -159,7 +163,7 @@ def steps_to_result_plot(curves, title: str, fits=None, normalize_at: int | None
     ylabel = what if ylabel is None else ylabel
     _log2_axes(ax, "batch size", ylabel, title)
     _legend(ax)
-    return _png(plt, fig, _footnote(fig, normalized.notes))
+    return _svg(plt, fig, _footnote(fig, normalized.notes))
 
 
 def _draw_fit(ax, fit, xs: np.ndarray, reference: float, column: str, color, first: bool) -> bool:
@@ -187,6 +191,7 @@ def _draw_fit(ax, fit, xs: np.ndarray, reference: float, column: str, color, fir
 
 
 # ---- Figure 12 ------------------------------------------------------------------------
+@_drawing
 def train_vs_val_plot(val_table: pd.DataFrame | None, train_table: pd.DataFrame | None,
                       title: str) -> bytes:
     """Figure 12: steps to result per batch size (log2–log2) for each goal, measured on the
@@ -211,21 +216,27 @@ def train_vs_val_plot(val_table: pd.DataFrame | None, train_table: pd.DataFrame 
         _no_data(ax, "no batch size reached the goal on either split")
     _log2_axes(ax, "batch size", "steps to result", title)
     _legend(ax)
-    return _png(plt, fig)
+    return _svg(plt, fig)
 
 
 # ---- best trial curves ----------------------------------------------------------------
+@_drawing
 def best_trial_curves_plot(curves: dict[int, pd.DataFrame], metric: str, goal_value: float,
                            title: str) -> bytes:
-    """Validation metric against step for each batch size's best trial."""
+    """Validation metric against step for each batch size's best trial. The legend (one
+    entry a batch size, ten or more in a study) goes under the axes, off the curves."""
     plt, (fig, ax) = _figure()
     for batch_size, rows in sorted(curves.items()):
         ax.plot(rows["step"].clip(lower=1), rows[f"val/{metric}"], label=f"batch {batch_size}")
     ax.axhline(goal_value, color="black", linestyle=":", label="goal")
-    ax.set_xscale("log")
+    _log_axis(ax, "x")
     ax.set_xlabel("step")
     ax.set_ylabel(f"validation {metric.replace('_', ' ')}")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    return _png(plt, fig)
+    handles, labels = ax.get_legend_handles_labels()
+    width, height = fig.get_size_inches()
+    extra = 0.21 * math.ceil(len(labels) / 4) + 0.12  # 9 pt rows, the frame
+    fig.set_size_inches(width, height + extra)
+    fig.legend(handles, labels, loc="lower center", ncol=4)
+    return _svg(plt, fig, (0, extra / (height + extra), 1, 1))

@@ -12,7 +12,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.plot_base import figure, legend, log2_axes, no_data, numbers, png
+from batchscale.analysis.plot_base import (
+    MAX_WIDTH_IN,
+    drawing,
+    figure,
+    legend,
+    log2_axes,
+    no_data,
+    numbers,
+    svg,
+)
 
 
 def budget_label(kind: str, budget, train_examples: int | None = None) -> str:
@@ -31,6 +40,7 @@ def _censored(group: pd.DataFrame) -> np.ndarray:
     return group["censored"].map(lambda v: str(v).lower() in ("true", "1")).to_numpy(dtype=bool)
 
 
+@drawing
 def budget_plot(best: pd.DataFrame, title: str, metric_label: str,
                 train_examples: int | None = None, protocol: str | None = None) -> bytes:
     """Figure 11: the best ``metric_label`` value per batch size (log2 x) under each budget.
@@ -48,7 +58,7 @@ def budget_plot(best: pd.DataFrame, title: str, metric_label: str,
     axes = [ax]
     if len(kinds) == 2:
         fig.delaxes(ax)
-        fig.set_size_inches(11.0, 4.4)
+        fig.set_size_inches(MAX_WIDTH_IN - 0.5, fig.get_size_inches()[1])
         axes = list(fig.subplots(1, 2))
     censored_label = "censored by early stopping" + (f" (protocol {protocol})" if protocol else "")
     for ax, kind in zip(axes, kinds or [None]):
@@ -79,4 +89,4 @@ def budget_plot(best: pd.DataFrame, title: str, metric_label: str,
         log2_axes(ax, "batch size", f"best {metric_label}", f"{title}: {what}" if kinds else title,
                   logy=False)
         legend(ax)
-    return png(plt, fig)
+    return svg(plt, fig)

@@ -2,98 +2,49 @@
 
 ``optimal_metaparameters_plot`` is the paper's Figures 21, 22 and 8 side by side (best
 learning rate, momentum and effective learning rate against batch size, with the linear and
-square-root heuristics). ``lr_momentum_scatter`` is Figure 9 / Figure 13 in one: every trial
-in (η, 1−γ) space per batch size, with contours of constant η/(1−γ) and the searched range,
-so a best trial on a boundary (re-search needed) or on the edge of the divergent region is
-visible at a glance. Both return PNG bytes and never fail on empty or degenerate tables.
+square-root heuristics). ``lr_momentum_scatter`` (Figures 9 and 13: every trial in (η, 1−γ)
+space per batch size) lives in ``plots_lr_momentum`` and is importable from here. Both
+return SVG bytes (``plot_base``: sizes, fonts, plain-number log ticks) and never fail on
+empty or degenerate tables.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.metaparameters import (
-    HEURISTIC_PARAMETERS,
-    parameter_configs,
-    reached_mask,
-    trial_outcomes,
-)
-from batchscale.analysis.plot_base import figure as _figure
+from batchscale.analysis.metaparameters import HEURISTIC_PARAMETERS
+from batchscale.analysis.plot_base import drawing, log_axis, panels, plain
 from batchscale.analysis.plot_base import no_data as _no_data
-from batchscale.analysis.plot_base import png as _png
-
-OUTCOME_STYLE = {
-    "reached": {"marker": "o", "facecolors": "tab:blue", "edgecolors": "tab:blue",
-                "label": "goal reached"},
-    "not reached": {"marker": "o", "facecolors": "none", "edgecolors": "0.45",
-                    "label": "goal not reached"},
-    "stopped early": {"marker": "v", "facecolors": "none", "edgecolors": "tab:orange",
-                      "label": "stopped early (goal unknown)"},
-    "infeasible": {"marker": "x", "color": "tab:red", "label": "infeasible (diverged)"},
-}
-BEST_STYLE = {"marker": "*", "s": 170, "color": "gold", "edgecolors": "black", "linewidths": 0.6,
-              "zorder": 5, "label": "best trial (fewest steps)"}
-CONTOUR_FACTORS = (0.01, 0.1, 1.0, 10.0, 100.0)
+from batchscale.analysis.plot_base import svg as _svg
+from batchscale.analysis.plots_lr_momentum import _numbers, _positive
+from batchscale.analysis.plots_lr_momentum import _pick as _pick  # re-exported for the tests
+from batchscale.analysis.plots_lr_momentum import lr_momentum_scatter as lr_momentum_scatter
 
 
-def _panels(nrows: int, ncols: int, width: float, height: float):
-    """The report's figure (plots._figure) re-cut into a grid of panels."""
-    plt, (fig, ax) = _figure()
-    fig.delaxes(ax)
-    fig.set_size_inches(width, height)
-    return plt, fig, np.asarray(fig.subplots(nrows, ncols, squeeze=False)).ravel()
-
-
-def _numbers(table: pd.DataFrame, column: str, fill: float = math.nan) -> pd.Series:
-    if column not in table:
-        return pd.Series(fill, index=table.index, dtype=float)
-    return pd.to_numeric(table[column], errors="coerce").astype(float).fillna(fill)
-
-
-def _positive(*series) -> np.ndarray:
-    """Rows where every series is finite and > 0 (what a log axis can show)."""
-    mask = np.ones(len(series[0]), dtype=bool)
-    for s in series:
-        values = np.asarray(s, dtype=float)
-        mask &= np.isfinite(values) & (values > 0)
-    return mask
-
-
-def _log_limits(values, default: tuple[float, float]) -> tuple[float, float]:
-    values = np.asarray([v for v in values if v is not None], dtype=float)
-    values = values[np.isfinite(values) & (values > 0)]
-    if values.size == 0:
-        return default
-    lo, hi = float(values.min()), float(values.max())
-    pad = 3.0 if lo == hi else (hi / lo) ** 0.08
-    return lo / pad, hi * pad
-
-
+@drawing
 def optimal_metaparameters_plot(optimal: pd.DataFrame, title: str) -> bytes:
     """Best learning rate, 1 − momentum and effective learning rate against batch size.
 
     Three panels on log2 x axes and log y axes, from ``optimal_metaparameters``. Momentum
     is shown as 1 − γ on a log axis, the unit its search is sampled in (REVERSE_LOG_SCALE;
     the paper's Figures 9 and 13 use the same axis), so 0.9, 0.99 and 0.999 are evenly
-    spaced; each point is labelled with γ itself. Learning rate (Figure 21) and effective
-    learning rate (Figure 8) carry the heuristics anchored at the smallest batch size:
-    dashed = linear scaling, dotted = square-root scaling.
+    spaced; the right-hand axis reads the same ticks as γ. Learning rate (Figure 21) and
+    effective learning rate (Figure 8) carry the heuristics anchored at the smallest batch
+    size: dashed = linear scaling, dotted = square-root scaling.
     """
-    plt, fig, axes = _panels(1, 3, 13.5, 4.3)
+    plt, fig, axes = panels(1, 3, 11.0, 4.0)
     data = optimal if optimal is not None else pd.DataFrame()
     data = data.sort_values("batch_size") if "batch_size" in data else pd.DataFrame()
     batch = _numbers(data, "batch_size")
     momentum = _numbers(data, "momentum", fill=0.0)
-    panels = [
+    panel_list = [
         ("learning_rate", _numbers(data, "learning_rate"), "optimal learning rate η"),
         ("momentum", 1.0 - momentum, "optimal 1 − momentum γ"),
         ("effective_learning_rate", _numbers(data, "effective_learning_rate"),
-         "optimal effective learning rate η/(1−γ)"),
+         "optimal η/(1−γ)"),
     ]
-    for ax, (name, values, label) in zip(axes, panels):
+    for ax, (name, values, label) in zip(axes, panel_list):
         shown = _positive(batch, values)
         if shown.any():
             ax.plot(batch[shown], values[shown], "o-", color="C0", label="best trial")
@@ -104,195 +55,34 @@ def optimal_metaparameters_plot(optimal: pd.DataFrame, title: str) -> bytes:
                     ok = _positive(batch, line)
                     ax.plot(batch[ok], line[ok], style, color="0.35",
                             label=f"{'linear' if rule == 'linear' else 'square-root'} scaling")
-            if name == "momentum":
-                for b, m, y in zip(batch[shown], momentum[shown], values[shown]):
-                    ax.annotate(f"γ={m:.4g}", (b, y), textcoords="offset points", xytext=(3, 4),
-                                fontsize=6, color="0.3")
-                if (momentum[shown] == 0).all():
-                    _no_data(ax, "plain SGD (γ = 0)", y=0.3)
-            ax.legend(fontsize=7)
+            if name == "momentum" and (momentum[shown] == 0).all():
+                _no_data(ax, "plain SGD (γ = 0)", y=0.3)
+            ax.legend()
         else:
             _no_data(ax, "no batch size reached the goal")
         _pad_single_value(ax)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_axis(ax, "x", 2)
+        log_axis(ax, "y", 10)
         ax.set_xlabel("batch size")
         ax.set_ylabel(label)
+        ax.set_title(label.replace("optimal ", "").replace("1 − momentum γ", "momentum"))
         ax.grid(True, which="both", alpha=0.3)
+        if name == "momentum" and shown.any():
+            _gamma_axis(ax)
     fig.suptitle(title)
-    return _png(plt, fig)
+    return _svg(plt, fig)
 
 
-def _pick(batch_sizes: list, max_panels: int) -> list:
-    """At most ``max_panels`` batch sizes, evenly spread, always the smallest and largest."""
-    count = max(int(max_panels), 1)
-    if len(batch_sizes) <= count:
-        return batch_sizes
-    index = np.unique(np.round(np.linspace(0, len(batch_sizes) - 1, count)).astype(int))
-    return [batch_sizes[i] for i in index]
-
-
-def _best_point(rows: pd.DataFrame, summary: pd.DataFrame | None, batch_size):
-    """(learning rate, momentum) of the batch size's best trial, or None."""
-    if summary is None or "best_trial" not in summary or "batch_size" not in summary:
-        return None
-    match = summary[summary["batch_size"] == batch_size]
-    best = match["best_trial"].iloc[0] if len(match) else None
-    if best is None or pd.isna(best):
-        return None
-    source = rows[rows["trial_id"] == best] if "trial_id" in rows else rows.iloc[:0]
-    source = source if len(source) else match
-    lr = _numbers(source, "learning_rate").iloc[0]
-    return lr, _numbers(source, "momentum", fill=0.0).iloc[0]
-
-
-def _range(configs: dict, name: str):
-    """(min, max) of a continuous searched parameter, or None."""
-    config = configs.get(name) or {}
-    lo, hi = config.get("min_value"), config.get("max_value")
-    if config.get("type") not in ("DOUBLE", "INTEGER") or lo is None or hi is None:
-        return None
-    return float(lo), float(hi)
-
-
-def _contours(ax, level: float) -> None:
-    """Dashed lines η/(1−γ) = const (slope 1 in log-log) around ``level``, labelled."""
-    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
-    for i, factor in enumerate(CONTOUR_FACTORS):
-        value = level * factor
-        ax.plot([x0, x1], [x0 / value, x1 / value], "--", color="0.5",
-                linewidth=1.0 if factor == 1.0 else 0.6, zorder=1, scalex=False, scaley=False,
-                label="η/(1−γ) contours" if i == 0 else None)
-        lo, hi = max(x0, value * y0), min(x1, value * y1)
-        if lo < hi:
-            x = math.sqrt(lo * hi)
-            text = f"{value:.2g}".replace("e+0", "e").replace("e-0", "e-")
-            ax.text(x, x / value, text, fontsize=6, color="0.3", ha="center", va="center",
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
-
-
-def _momentum_panel(ax, rows: pd.DataFrame, best, configs: dict) -> None:
-    """Trials in (η, 1−γ) log-log space: outcomes, best star, contours, searched box."""
-    lr, one_minus = _numbers(rows, "learning_rate"), 1.0 - _numbers(rows, "momentum", fill=0.0)
-    outcome = trial_outcomes(rows)
-    lr_range, m_range = _range(configs, "learning_rate"), _range(configs, "momentum")
-    y_range = (1.0 - m_range[1], 1.0 - m_range[0]) if m_range else None
-    ax.set_autoscale_on(False)  # limits are set below from data and searched range together
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    for kind, style in OUTCOME_STYLE.items():
-        shown = _positive(lr, one_minus) & (outcome == kind).to_numpy()
-        if shown.any():
-            ax.scatter(lr[shown], one_minus[shown], s=16, zorder=3, **style)
-    xs, ys = list(lr[_positive(lr, one_minus)]), list(one_minus[_positive(lr, one_minus)])
-    if best is not None and best[0] > 0 and best[1] < 1:
-        ax.scatter([best[0]], [1.0 - best[1]], **BEST_STYLE)
-        xs.append(best[0])
-        ys.append(1.0 - best[1])
-    ax.set_xlim(_log_limits(xs + list(lr_range or ()), (1e-4, 1.0)))
-    ax.set_ylim(_log_limits(ys + list(y_range or ()), (1e-3, 1.0)))
-    _searched(ax, lr_range, y_range)
-    if best is not None and best[0] > 0 and best[1] < 1:
-        level = best[0] / (1.0 - best[1])
-    else:
-        effective = (lr / one_minus)[_positive(lr, one_minus)]
-        level = 10 ** round(math.log10(float(np.median(effective)))) if len(effective) else None
-    if level:
-        _contours(ax, level)
-    ax.set_xlabel("learning rate η")
-    ax.set_ylabel("1 − momentum γ")
-
-
-def _searched(ax, x_range, y_range) -> None:
-    """The searched range as a light box (or band, when only one axis was searched)."""
-    style = {"facecolor": "0.92", "edgecolor": "0.6", "linewidth": 0.8, "zorder": 0,
-             "label": "searched range"}
-    valid_x = x_range is not None and min(x_range) > 0
-    valid_y = y_range is not None and min(y_range) > 0
-    if valid_x and valid_y:
-        from matplotlib.patches import Rectangle
-
-        (x0, x1), (y0, y1) = sorted(x_range), sorted(y_range)
-        ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, **style))
-    elif valid_x:
-        ax.axvspan(*sorted(x_range), **style)
-    elif valid_y:
-        ax.axhspan(*sorted(y_range), **style)
-
-
-def _strip_panel(ax, rows: pd.DataFrame, best, configs: dict) -> None:
-    """Plain SGD: learning rate on a log axis, one strip per outcome (no momentum axis)."""
-    lr, outcome = _numbers(rows, "learning_rate"), trial_outcomes(rows)
-    levels = {"infeasible": 0, "not reached": 1, "stopped early": 2, "reached": 3}
-    ax.set_autoscale_on(False)
-    ax.set_xscale("log")
-    for kind, style in OUTCOME_STYLE.items():
-        shown = _positive(lr) & (outcome == kind).to_numpy()
-        if shown.any():
-            jitter = 0.12 * np.sin(np.arange(shown.sum()) * 2.4)  # deterministic spread
-            ax.scatter(lr[shown], levels[kind] + jitter, s=16, zorder=3, **style)
-    xs = list(lr[_positive(lr)])
-    if best is not None and best[0] > 0:
-        ax.scatter([best[0]], [levels["reached"]], **BEST_STYLE)
-        xs.append(best[0])
-    lr_range = _range(configs, "learning_rate")
-    ax.set_xlim(_log_limits(xs + list(lr_range or ()), (1e-4, 1.0)))
-    ax.set_ylim(-0.6, 3.6)
-    _searched(ax, lr_range, None)
-    ax.set_yticks(list(levels.values()), list(levels.keys()), fontsize=7)
-    ax.set_xlabel("learning rate η (plain SGD)")
-
-
-def lr_momentum_scatter(trials: pd.DataFrame, summary: pd.DataFrame | None,
-                        search_space: dict | None, title: str, max_panels: int = 12) -> bytes:
-    """Every trial in learning rate / momentum space, one panel per batch size.
-
-    x = learning rate, y = 1 − momentum, both log (the paper's Figures 9 and 13). Filled
-    blue: reached the goal; hollow grey: did not (complete or incomplete); hollow orange
-    triangle: stopped early by the study's protocol before reaching it (a ``stopped_early``
-    column; unknown, not "not reached"); red x: infeasible (diverged). Gold star: the
-    best trial. Dashed lines: constant effective learning rate η/(1−γ) at the best
-    trial's value and factors of 10 around it. Light box: the searched range, where the
-    search space is known. More than ``max_panels`` batch sizes are thinned evenly. Plain
-    SGD studies (no momentum, or all 0) get one strip per outcome along a log
-    learning-rate axis instead.
-    """
-    trials = trials if trials is not None else pd.DataFrame()
-    sizes = set(trials["batch_size"]) if "batch_size" in trials else set()
-    if summary is not None and "batch_size" in summary:
-        sizes |= set(summary["batch_size"])
-    chosen = _pick(sorted(int(b) for b in sizes if not pd.isna(b)), max_panels)
-    columns = min(4, max(len(chosen), 1))
-    grid_rows = max(math.ceil(len(chosen) / columns), 1)
-    plt, fig, axes = _panels(grid_rows, columns, 3.4 * columns + 0.3, 3.0 * grid_rows + 0.5)
-    momentum_study = bool((_numbers(trials, "momentum", fill=0.0) != 0).any())
-    for ax, batch_size in zip(axes, chosen):
-        rows = trials[trials["batch_size"] == batch_size] if len(trials) else trials
-        best = _best_point(rows, summary, batch_size)
-        configs = parameter_configs(search_space, batch_size)
-        (_momentum_panel if momentum_study else _strip_panel)(ax, rows, best, configs)
-        complete = int((rows["status"] == "COMPLETE").sum()) if "status" in rows else 0
-        reached = int(reached_mask(rows).sum()) if "status" in rows else 0
-        early = int((trial_outcomes(rows) == "stopped early").sum()) if len(rows) else 0
-        ax.set_title(f"batch {batch_size}: {reached} of {complete} complete trials reached"
-                     + (f"\n{early} stopped early (goal unknown)" if early else ""), fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(True, which="major", alpha=0.25)
-    if not chosen:
-        _no_data(axes[0], "no trials")
-    spare = list(axes[len(chosen):]) if chosen else []
-    for ax in spare:
-        ax.set_axis_off()
-    handles = {}
-    for ax in axes[: len(chosen)]:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    if handles:  # in a spare grid cell, else right of the top row (never over the points)
-        where = {"loc": "center"} if spare else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}
-        (spare[0] if spare else axes[columns - 1]).legend(
-            list(handles.values()), list(handles.keys()), fontsize=6, **where)
-    fig.suptitle(title)
-    return _png(plt, fig)
+def _gamma_axis(ax) -> None:
+    """A right-hand axis labelling the left axis's 1 − γ ticks with γ itself."""
+    twin = ax.twinx()
+    twin.set_yscale("log")
+    low, high = ax.get_ylim()
+    twin.set_ylim(low, high)
+    ticks = [t for t in ax.get_yticks() if low <= t <= high]
+    twin.set_yticks(ticks, [plain(round(1.0 - t, 12)) for t in ticks])
+    twin.minorticks_off()
+    twin.set_ylabel("momentum γ")
 
 
 def _pad_single_value(ax) -> None:

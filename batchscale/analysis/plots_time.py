@@ -1,4 +1,4 @@
-"""Time and cost to result against batch size (``time_to_result``), as PNG bytes.
+"""Time and cost to result against batch size (``time_to_result``), as SVG bytes.
 
 One line per device count (one line when the study ran on one), with the bootstrap
 interval of steps to result carried into time and cost as error bars; the fastest (or
@@ -16,7 +16,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.plot_base import figure, legend, log2_axes, no_data, numbers, png
+from batchscale.analysis.plot_base import (
+    drawing,
+    figure,
+    legend,
+    log2_axes,
+    log_axis,
+    no_data,
+    numbers,
+    svg,
+)
 
 
 def time_to_result_plot(table: pd.DataFrame, fastest, limit, title: str) -> bytes:
@@ -33,6 +42,7 @@ def cost_to_result_plot(table: pd.DataFrame, cheapest, limit, title: str, curren
                  f"cost to result ({currency})", title, "cheapest")
 
 
+@drawing
 def _plot(table: pd.DataFrame, columns: tuple[str, str, str], scale: float, best, limit,
           ylabel: str, title: str, best_label: str) -> bytes:
     plt, (fig, ax) = figure()
@@ -65,21 +75,7 @@ def _plot(table: pd.DataFrame, columns: tuple[str, str, str], scale: float, best
     if not drawn:
         no_data(ax, "no batch size with both steps to result and a step time")
     log2_axes(ax, "batch size", ylabel, title, logy=False)
-    if drawn:
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-        ax.set_yscale("log")
-        # decades labelled in plain numbers; unlabelled minor ticks between them (labels
-        # on 2..9 of each decade overlap); within a single decade, 2 and 5 get labels too
-        low, high = ax.get_ylim()
-        subs = (1.0,) if high / low > 10 else (1.0, 2.0, 5.0)
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _plain(v)))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    if drawn:  # decades in plain numbers; within a single decade 2 and 5 labelled too
+        log_axis(ax, "y", 10)
     legend(ax)
-    return png(plt, fig)
-
-
-def _plain(value: float) -> str:
-    """A tick label without exponent form: 0.001, 0.05, 20, 3000."""
-    return np.format_float_positional(value, precision=3, unique=True, fractional=False, trim="-")
+    return svg(plt, fig)

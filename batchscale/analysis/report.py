@@ -9,7 +9,7 @@ files the reader could not use (``study.damaged``, ``study_files``) and, for our
 the trials the spec expects that are not finished (``completeness``).
 ``write_report`` puts it under one folder (local or gs://): report.html (self-contained),
 summary.md, summary.json, CSV tables (goal_steps.csv, time_to_result.csv and
-step_times.csv among them) and the figures as PNG files. Time and cost to result
+step_times.csv among them) and the figures as SVG files. Time and cost to result
 (``time_to_result``) are of the first goal on the validation metric, with step times from
 the trials and the study's probes (``step_times``); the plan's predicted noise scale is
 set beside the fitted B* (``time_pages.predicted_noise_scale``). Only those files are
@@ -60,7 +60,7 @@ class Analysis:
     ``message``); ``counts``: trials per batch size; ``budgets``: best validation metric
     under step and example budgets (``censored``: early stopping may hide a better one);
     ``trials``: ``study.trials`` with ``reached`` and ``stopped_early`` flags (first goal,
-    validation); ``notes``: caveats of the fits; ``figures``: file name -> (PNG, caption);
+    validation); ``notes``: caveats of the fits; ``figures``: file name -> (SVG, caption);
     ``goal_steps``: the per-trial goal table (``goal_steps.goal_steps_table``);
     ``unfinished``: the trials the study's spec expects that are missing or not finished
     (``completeness.unfinished_trials``; always empty without a spec: the paper's data);

@@ -263,7 +263,7 @@ def add_compare_command(sub) -> None:
                      help="also fit S(B) = S_min (1 + B*/B) per study and draw it with its band")
     cmp.add_argument("--out", default=DEFAULT_COMPARE_OUT, metavar="DIR",
                      help=f"folder or gs:// prefix for the compare files (default: {DEFAULT_COMPARE_OUT}); "
-                          "only compare.* and compare_*.png are written there")
+                          "only compare.* and compare_*.svg are written there")
     cmp.set_defaults(func=cmd_compare)
 
 

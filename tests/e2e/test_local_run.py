@@ -41,7 +41,7 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
     assert summary["regimes"]["classification_error<0.2"]["fitted"] is False  # 2 batch sizes
     # time and cost to result on this machine, from the trials' own timings (each trial
     # trained alone on the CPU): figures, the fastest and cheapest named, here and on the console
-    assert (report / "time_to_result.png").exists() and (report / "cost_to_result.png").exists()
+    assert (report / "time_to_result.svg").exists() and (report / "cost_to_result.svg").exists()
     timed = summary["time_and_cost"]["summary"]
     fastest, cheapest = timed["fastest"]["batch_size"], timed["cheapest"]["batch_size"]
     assert {fastest, cheapest} <= {16, 128} and timed["device_kind"] == "cpu"
@@ -49,7 +49,7 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
     profile = summary["time_and_cost"]["step_times"]
     assert {r["source"] for r in profile} <= {"trials", "trials (few)"}
     html = (report / "report.html").read_text()
-    assert html.count('src="data:image/png;base64,') >= 4 and "http://" not in html
+    assert html.count('src="data:image/svg+xml;base64,') >= 4 and "http://" not in html
     assert (report / "steps_to_result.csv").exists() and (report / "summary.md").exists()
     assert (report / "goal_steps.csv").exists()  # aggregate folds goal detection in
     logs = list((tmp_path / ".batchscale" / "logs").glob("tiny-*.log"))

@@ -17,9 +17,9 @@ from batchscale.store.filesystem import open_root
 from tests import paper_database as db
 from tests.synthetic import synthetic_crossings
 
-FIGURES_PAPER = {"steps_to_result.png", "train_vs_val.png", "budget_steps.png",
-                 "budget_examples.png", "optimal_metaparameters.png", "lr_momentum.png",
-                 "best_trial_curves.png"}
+FIGURES_PAPER = {"steps_to_result.svg", "train_vs_val.svg", "budget_steps.svg",
+                 "budget_examples.svg", "optimal_metaparameters.svg", "lr_momentum.svg",
+                 "best_trial_curves.svg"}
 
 
 def _objects(root):
@@ -39,7 +39,7 @@ def test_report_of_our_study_on_gcs(gcs_study, capsys):
     got = [r for r in doc["steps_to_result"] if r["split"] == "val"]
     assert [r["steps_to_result"] for r in got] == [
         None if math.isnan(v) else v for v in expected["steps_to_result"]]
-    assert set(REPORT_FILES) | {"steps_to_result.png", "lr_momentum.png"} <= set(fs.list_files(""))
+    assert set(REPORT_FILES) | {"steps_to_result.svg", "lr_momentum.svg"} <= set(fs.list_files(""))
     # goal detection folded into the report: goal_steps.csv is the results API's goal_steps()
     goal_steps = open_study(f"{gcs_study}/tiny").goal_steps()
     assert fs.read_text("goal_steps.csv") == goal_steps.to_csv(index=False)
@@ -112,7 +112,7 @@ def test_report_to_another_folder_with_budgets_and_first_trials(tmp_path):
     assert val == db.FIRST_TWO_VAL_02
     budgets = {(r["kind"], r["budget"], r["batch_size"]): r["best_value"] for r in doc["budgets"]}
     assert budgets[("steps", 100, 2)] == 0.25 and budgets[("examples", 400, 8)] == 0.15
-    assert set(os.listdir(out)) >= FIGURES_PAPER - {"budget_steps.png"} | {"report.html"}
+    assert set(os.listdir(out)) >= FIGURES_PAPER - {"budget_steps.svg"} | {"report.html"}
 
 
 def test_bad_report_arguments_are_one_line(tmp_path, capsys):
@@ -171,7 +171,7 @@ def test_html_report_renders_every_figure_offline(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     start = out.stdout.index('data-figures="') + len('data-figures="')
     figures = json.loads(out.stdout[start:out.stdout.index('"', start)].replace("&quot;", '"'))
-    pngs = [f for f in os.listdir(tmp_path / "report") if f.endswith(".png")]
-    assert len(figures) == len(pngs) >= 6
+    svgs = [f for f in os.listdir(tmp_path / "report") if f.endswith(".svg")]
+    assert len(figures) == len(svgs) >= 6
     for complete, width, height in figures:
         assert complete and width > 300 and height > 200

@@ -216,7 +216,7 @@ def test_trials_stopped_early_are_their_own_outcome(race, tmp_path):
     assert sorted(flags.index[flags]) == [(64, 2), (256, 2)]  # raced past the best crossing
     assert (analysis.budgets.columns[-1], analysis.budgets["censored"].any()) == ("censored", True)
     write_report(analysis, str(tmp_path / "out"))
-    assert (tmp_path / "out" / "lr_momentum.png").stat().st_size > 1000
+    assert (tmp_path / "out" / "lr_momentum.svg").stat().st_size > 1000
 
 
 def test_compare_and_the_goal_table_say_unknown_not_never(tmp_path):

@@ -83,8 +83,8 @@ def test_default_goals_table_normalised_at_8(normalised):
     assert result.notes == [
         f"{MNIST_LABEL}: left out of the normalised comparison: the goal was not reached at batch size 8",
         f"{MNIST_LABEL}: no batch size reached the goal"]
-    assert set(result.figures) == {"compare_steps_normalized.png", "compare_steps.png",
-                                      "compare_examples.png"}
+    assert set(result.figures) == {"compare_steps_normalized.svg", "compare_steps.svg",
+                                      "compare_examples.svg"}
 
 
 def test_format_comparison_text(normalised):
@@ -113,7 +113,7 @@ def test_goal_override_normalised_at_2_and_train_split(roots):
     train = compare_studies([str(roots / "a")], split="train")
     assert steps(train, FM) == {b: s for b, (s, _) in db.ANSWERS["classification_error<0.1"]["train"].items()}
     assert set(train.table["split"]) == {"train"} and NORMALIZED not in train.table
-    assert set(train.figures) == {"compare_steps.png", "compare_examples.png"}
+    assert set(train.figures) == {"compare_steps.svg", "compare_examples.svg"}
 
 
 def test_first_n_trials(roots):
@@ -163,7 +163,7 @@ def test_refusals(roots):
 
 def check_outputs(fs, result):
     page = fs.read_text("compare.html")
-    assert page.count('src="data:image/png;base64,') == len(result.figures) == page.count("<img")
+    assert page.count('src="data:image/svg+xml;base64,') == len(result.figures) == page.count("<img")
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"<(link|script)\b", page)
     for name, png in result.figures.items():
@@ -181,7 +181,7 @@ def test_write_comparison_local_leaves_other_files_alone(normalised, tmp_path):
     urls = write_comparison(normalised, str(out))
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["keep.txt", "compare.html", "compare.md", "compare.csv", "compare.json",
-         "compare_steps.png", "compare_steps_normalized.png", "compare_examples.png"])
+         "compare_steps.svg", "compare_steps_normalized.svg", "compare_examples.svg"])
     assert (out / "keep.txt").read_text() == "mine"
     assert urls["compare.html"] == str(out / "compare.html")
     _, doc = check_outputs(open_root(str(out)), normalised)

@@ -1,14 +1,15 @@
-"""The figures: PNG bytes that decode, sane sizes, no failure on empty or degenerate input,
+"""The figures: SVG that parses, sizes that fit the report's column, every text legible at
+100% zoom (tests/svg_figures.py), nothing fetched, no failure on empty or degenerate input,
 and the normalisation helper's numbers worked out by hand."""
 
-import io
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
-from PIL import Image
 
+from batchscale.analysis import html, plot_base
 from batchscale.analysis.plots import (
     best_trial_curves_plot,
     budget_label,
@@ -17,20 +18,34 @@ from batchscale.analysis.plots import (
     steps_to_result_plot,
     train_vs_val_plot,
 )
+from tests.svg_figures import (
+    MIN_TEXT_PX,
+    external_references,
+    outside,
+    size_px,
+    texts,
+    too_small,
+)
 
 NAN = math.nan
 
 
-def size(png: bytes) -> tuple[int, int]:
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    image = Image.open(io.BytesIO(png))
-    image.load()
-    return image.size
+def legible(svg: bytes) -> tuple[float, float]:
+    """A figure as the report shows it: at its own size in the column, no text under the
+    floor or cut off, nothing to fetch; its size in px."""
+    assert svg.lstrip().startswith(b"<?xml") and b"<!DOCTYPE" not in svg
+    width, height = size_px(svg)
+    assert width <= plot_base.PAGE_WIDTH_PX
+    assert too_small(svg) == [] and outside(svg) == [] and external_references(svg) == []
+    return width, height
 
 
-def sane(png: bytes, wide: bool = False) -> tuple[int, int]:
-    width, height = size(png)
-    assert (1000 if wide else 500) <= width <= (1400 if wide else 900) and 350 <= height <= 700
+def sane(svg: bytes, wide: bool = False) -> tuple[float, float]:
+    """``legible``, and one panel's size (two fit side by side in the column) or, ``wide``,
+    nearly the column's width."""
+    width, height = legible(svg)
+    assert (1000 if wide else 480) <= width <= (plot_base.PAGE_WIDTH_PX if wide else 550)
+    assert 300 <= height <= 700
     return width, height
 
 
@@ -170,3 +185,169 @@ def test_train_vs_val_plot():
 def test_best_trial_curves_plot_unchanged():
     rows = pd.DataFrame({"step": [0, 100, 250], "val/classification_error": [0.9, 0.2, 0.08]})
     sane(best_trial_curves_plot({2: rows, 8: rows}, "classification_error", 0.1, "best"))
+
+
+# ---- legibility -----------------------------------------------------------------------
+def test_the_legibility_check_fails_on_small_text_and_on_a_figure_scaled_down():
+    """The checker itself: a 6 pt label (the old momentum panels) is 8 px on screen, and
+    8.5 pt text in a figure wider than the column is scaled under the floor."""
+
+    @plot_base.drawing
+    def draw(width, size):
+        plt, (fig, ax) = plot_base.figure(min(width, plot_base.MAX_WIDTH_IN))
+        fig.set_size_inches(width, 4)  # past the guard in figure(): what it guards against
+        ax.set_title("small", fontsize=size)
+        return plot_base.svg(plt, fig)
+
+    assert too_small(draw(5.5, 6)) == [("small", 8.0)]
+    assert too_small(draw(5.5, 8.5)) == []
+    assert [t for t, _ in too_small(draw(13.5, 8.5))] == ["small"]  # shown at 1118/1296
+    with pytest.raises(ValueError, match="scaled below its font sizes"):
+        plot_base.figure(13.5)
+
+
+def test_every_text_of_the_steps_figures_is_at_least_the_floor_and_plainly_numbered():
+    svg = steps_to_result_plot(CURVES, "with notes", fits={"x": FakeFit()}, normalize_at=4)
+    found = dict(texts(svg))
+    assert min(found.values()) >= MIN_TEXT_PX
+    assert {"2", "4", "8"} <= set(found)  # batch sizes as numbers, not 2^1 in mathtext
+    assert any("was not measured" in t for t in found)  # the footnote, wrapped, inside
+    assert b"font-size" in svg and b"<path d=\"M 0 -" not in svg[:0]  # text kept as text
+
+
+def test_figures_are_the_same_bytes_for_the_same_data_and_leave_rcparams_alone():
+    import matplotlib
+
+    before = dict(matplotlib.rcParams)
+    assert steps_to_result_plot(CURVES, "again") == steps_to_result_plot(CURVES, "again")
+    assert dict(matplotlib.rcParams) == before  # a notebook's settings are its own
+
+
+def test_plain_tick_labels():
+    assert [plot_base.plain(v) for v in (4096, 1048576, 0.125, 0.05, 3000, 1e-5, 2.5e-5,
+                                         2.5e9)] == [
+        "4096", "1048576", "0.125", "0.05", "3000", "1e-5", "2.5e-5", "2.5e9"]
+
+
+def _time_table():
+    from types import SimpleNamespace
+
+    table = pd.DataFrame({"batch_size": [8, 64, 512, 8, 64], "devices": [1, 1, 1, 4, 4],
+                          "time_seconds": [40.0, 9.0, 5.0, 20.0, 3.0],
+                          "time_low": [30.0, 7.0, 4.0, 15.0, 2.0],
+                          "time_high": [50.0, 11.0, 7.0, NAN, 4.0],
+                          "cost": [1e-5, 2e-6, 1e-6, 2e-5, 3e-6]})
+    table = table.assign(cost_low=table["cost"] * 0.8, cost_high=table["cost"] * 1.2)
+    best = SimpleNamespace(batch_size=64, devices=4, value=3.0)
+    limit = SimpleNamespace(beyond=False, batch_size=256.0, basis="projection")
+    return table, best, limit
+
+
+def test_time_and_cost_figures_are_legible():
+    from batchscale.analysis.plots_time import cost_to_result_plot, time_to_result_plot
+
+    table, best, limit = _time_table()
+    sane(time_to_result_plot(table, best, limit, "time"))
+    sane(cost_to_result_plot(table, best, None, "cost", "USD"))
+    sane(time_to_result_plot(table.iloc[:0], None, None, "nothing"))
+
+
+def _trials(batch_sizes, stopped=False):
+    rows = []
+    for b in batch_sizes:
+        for t in range(1, 31):  # 30 trials a batch size: a crowded panel
+            lr, m = 10 ** (-4 + 5 * ((t * 0.618) % 1)), 1 - 10 ** (-3 * ((t * 0.414) % 1))
+            status = "INFEASIBLE" if lr > 3 else "COMPLETE"
+            rows.append({"batch_size": b, "trial_id": t, "status": status, "learning_rate": lr,
+                         "momentum": m, "reached": status == "COMPLETE" and t % 3 == 0,
+                         "stopped_early": stopped and t % 5 == 0})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("batch_sizes", [[64], [8, 64, 512], [8, 64, 512, 4096],
+                                         [2 ** k for k in range(1, 15)]])
+def test_metaparameter_figures_are_legible_with_any_number_of_panels(batch_sizes):
+    from batchscale.analysis.metaparameters import optimal_metaparameters
+    from batchscale.analysis.plots_metaparameters import (
+        lr_momentum_scatter,
+        optimal_metaparameters_plot,
+    )
+
+    trials = _trials(batch_sizes, stopped=len(batch_sizes) == 3)
+    summary = pd.DataFrame({"batch_size": batch_sizes, "steps_to_result": 100.0,
+                            "best_trial": 3, "learning_rate": 0.01, "momentum": 0.9,
+                            "effective_learning_rate": 0.1})
+    space = {"learning_rate": {"type": "DOUBLE", "min_value": 1e-4, "max_value": 10.0},
+             "momentum": {"type": "DOUBLE", "min_value": 0.0, "max_value": 0.999}}
+    svg = lr_momentum_scatter(trials, summary, space, "lr x momentum")
+    width, height = legible(svg)
+    columns, rows = min(len(batch_sizes), 3), math.ceil(min(len(batch_sizes), 12) / 3)
+    assert width >= 300 * columns and height >= 270 * rows  # panels keep their size
+    assert [t for t, _ in texts(svg)].count("learning rate η") == 1  # shared, not per panel
+    legible(lr_momentum_scatter(trials.drop(columns="momentum"), summary, None, "SGD"))
+    sane(optimal_metaparameters_plot(optimal_metaparameters(summary), "best"), wide=True)
+
+
+# ---- embedding in the report ----------------------------------------------------------
+def test_a_figure_is_embedded_whole_as_a_data_uri_no_wider_than_itself():
+    import base64
+    import re
+
+    svg = steps_to_result_plot(CURVES, "embedded")
+    page = html.figure(svg, "a caption <b>", alt="steps_to_result.svg")
+    src = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', page)
+    assert base64.b64decode(src[1]) == svg
+    assert f'style="max-width:{size_px(svg)[0]:.0f}px"' in page  # the caption wraps under it
+    assert "a caption &lt;b&gt;" in page and 'alt="steps_to_result.svg"' in page
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 20
+    assert 'src="data:image/png;base64,' in html.figure(png, "old")
+    with pytest.raises(ValueError, match="PNG or SVG"):
+        html.figure(b"GIF89a", "neither")
+
+
+def test_no_warning_while_drawing_degenerate_figures():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for curves in ({}, {"a": curve([2, 8], [NAN, NAN])}, {"a": curve([4], [10])}):
+            steps_to_result_plot(curves, "degenerate", fits={"a": FakeFit()}, normalize_at=4)
+        budget_plot(None, "empty", "validation error")
+        train_vs_val_plot(None, None, "nothing")
+
+
+def test_the_report_embeds_every_figure_legible_self_contained_and_as_written(tmp_path):
+    """report.html: every figure an <img> whose data: URI holds the very SVG written beside
+    it (users open those files directly), each legible in the report's column and
+    fetching nothing; the page itself names no URL and links no file."""
+    import base64
+    import re
+
+    from batchscale.analysis.report import report_study
+    from tests import paper_database as db
+
+    url = db.write_paper_database(str(tmp_path / "db"))
+    _, written = report_study(url, goals=["classification_error<0.2"], resamples=0,
+                              out=str(tmp_path / "report"))
+    page = open(written["html"]).read()
+    files = {p.name: p.read_bytes() for p in (tmp_path / "report").glob("*.svg")}
+    embedded = re.findall(r'<img alt="([^"]+)" src="data:image/svg\+xml;base64,([^"]+)"', page)
+    assert len(files) >= 6 and page.count("<img") == len(embedded) == len(files)
+    for name, data in embedded:
+        svg = base64.b64decode(data)
+        assert files[name] == svg
+        legible(svg)
+    assert not re.search(r'(src|href)="(?!data:|#)', page)  # no file, no URL to load
+    assert "http://" not in page and "https://" not in page
+    assert not list((tmp_path / "report").glob("*.png"))
+
+
+def test_the_report_column_is_the_width_the_figures_are_sized_for():
+    """plot_base.PAGE_WIDTH_PX is report.html's column (body max-width less its padding);
+    if the page's style changes, the figures' sizes must follow."""
+    import re
+
+    body = re.search(r"body\{([^}]*)\}", html.STYLE)[1]
+    width = float(re.search(r"max-width:(\d+)px", body)[1])
+    padding = re.search(r"padding:0 ([0-9.]+)em", body)
+    assert width - 2 * 16 * float(padding[1]) == plot_base.PAGE_WIDTH_PX
+    assert plot_base.MAX_WIDTH_IN * 96 <= plot_base.PAGE_WIDTH_PX
+    assert 2 * (plot_base.WIDTH_IN * 96 + 16) <= plot_base.PAGE_WIDTH_PX  # two side by side

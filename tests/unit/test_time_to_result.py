@@ -186,16 +186,16 @@ def test_report_section_files_and_predicted_noise_scale(location, tmp_path, caps
     written = write_report(analysis, str(out))
     page, markdown = written["pages"]["html"], written["pages"]["markdown"]
     assert "Time and cost to result" in page and "## Time and cost to result" in markdown
-    assert 'alt="time_to_result.png"' in page and 'alt="cost_to_result.png"' in page
-    assert page.count('alt="time_to_result.png"') == 1  # in its section, not again in Figures
+    assert 'alt="time_to_result.svg"' in page and 'alt="cost_to_result.svg"' in page
+    assert page.count('alt="time_to_result.svg"') == 1  # in its section, not again in Figures
     assert f"the fastest batch size is {analysis.time_cost.fastest.batch_size}" in page
     assert "Step-time profile" in page and "<td>probe</td>" in page
     assert "B_simple predicted by `batchscale plan` before the sweep: 50 [30, 90]" in page
     b_star = analysis.fits[analysis.study.goals[0].label].b_star.value
     assert f"B*/B_simple = {b_star / 50:.3g}" in markdown
     assert {"time_to_result.csv", "step_times.csv"} <= set(REPORT_FILES)
-    assert {"time_to_result.csv", "step_times.csv", "time_to_result.png",
-            "cost_to_result.png"} <= {p.name for p in out.iterdir()}
+    assert {"time_to_result.csv", "step_times.csv", "time_to_result.svg",
+            "cost_to_result.svg"} <= {p.name for p in out.iterdir()}
     doc = json.loads((out / "summary.json").read_text())
     assert [r["batch_size"] for r in doc["time_and_cost"]["per_batch_size"]] == sorted(TRIALS)
     assert doc["time_and_cost"]["summary"]["fastest"]["batch_size"] == analysis.time_cost.fastest.batch_size
