@@ -81,12 +81,15 @@ class RegimeFit:
     samples: np.ndarray | None = field(default=None, compare=False, repr=False)  # (a, c) per resample
 
     def curve(self, batch_sizes) -> np.ndarray:
-        """Fitted S at the given batch sizes (NaN when not fitted)."""
+        """Fitted S at the given batch sizes; NaN when not fitted, and NaN for a pure power
+        law: when most resamples put B_star past the fit grid, the values are S_min 0 and
+        B_star inf (a = -inf, c = +inf), and S = S_min (1 + B_star / B) is 0 x inf, which
+        the point cannot resolve (``band`` still holds the resampled curves). A flat
+        curve (B_star 0, c = -inf) is S_min everywhere."""
         log_b, (a, c) = np.log(np.asarray(batch_sizes, dtype=float)), self.point
-        if not self.fitted:
+        if not self.fitted or not math.isfinite(a) or c == math.inf:
             return np.full(log_b.shape, math.nan)
-        with np.errstate(invalid="ignore", over="ignore"):  # S_min 0 (a = -inf): perfect scaling
-            return np.exp(a + np.logaddexp(0.0, c - log_b))
+        return np.exp(a + np.logaddexp(0.0, c - log_b))
 
     def band(self, batch_sizes) -> tuple[np.ndarray, np.ndarray]:
         """Pointwise percentile band (at ``level``) of the resampled fitted curves."""

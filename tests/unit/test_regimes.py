@@ -2,6 +2,7 @@
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -184,3 +185,44 @@ def test_a_goal_met_before_training_is_a_reason_not_a_crash():
     fit = fit_regimes(crossings, resamples=10)
     assert not fit.fitted
     assert fit.reason.startswith("the goal is met at step 0, before any training, at batch size(s) 16;")
+
+
+def _still_halving(tmp_path=None):
+    """A study whose steps still halve with every doubling at its largest batch size (B_star
+    far past it): most resamples run off the fit grid, so the fit's values are S_min 0 and
+    B_star inf. This is the case whose curve printed "RuntimeWarning: invalid value
+    encountered in add" (regimes.py, -inf + inf) under ``batchscale report``."""
+    batch_sizes = np.repeat(2 ** np.arange(2, 8), 3)  # 3 trials each, the same crossing
+    return pd.DataFrame({"batch_size": batch_sizes, "trial_id": np.tile([1, 2, 3], 6),
+                         "step": 4096.0 / batch_sizes, "previous_step": 3900.0 / batch_sizes})
+
+
+def test_a_pure_power_law_has_no_curve_and_no_numpy_warning():
+    fit = fit_regimes(_still_halving(), resamples=200)
+    assert fit.point == (-math.inf, math.inf) and fit.s_min.value == 0.0
+    batch_sizes = np.geomspace(4, 128, 11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(fit.curve(batch_sizes)).all()  # 0 x inf: not a number, not a warning
+        low, high = fit.band(batch_sizes)  # the resampled curves are finite power laws
+    assert np.isfinite(low).all() and (low <= high).all()
+    assert high[0] / high[-1] == pytest.approx(32, rel=0.1)  # S ~ 1/B over 32x in B
+
+
+def test_the_report_of_a_pure_power_law_study_warns_nothing(tmp_path):
+    """The whole report (fit, figures, pages), every warning recorded: what a user would
+    see on the console. Recorded, not raised: the figure code catches a fit that cannot
+    evaluate, which would hide a warning turned into an error."""
+    from batchscale.analysis.report import report_study
+    from tests import paper_database as db
+
+    url = db.write_synthetic_database(str(tmp_path), _still_halving())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # store/layout.py's read_csv(float_precision=...), deprecated in pandas 3: not ours
+        warnings.filterwarnings("ignore", message="The 'float_precision' argument is deprecated")
+        result, written = report_study(url, resamples=100, out=str(tmp_path / "report"))
+    assert [f"{w.filename}:{w.lineno}: {w.message}" for w in caught] == []
+    fit = next(iter(result.fits.values()))
+    assert fit.fitted and fit.point[1] == math.inf
+    assert "steps_to_result.svg" in result.figures
