@@ -9,11 +9,11 @@ into a local folder or gs:// prefix, and nothing else.
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 
 from batchscale.analysis import html as H
+from batchscale.analysis.intervals import regime_text
 from batchscale.analysis.plots import STEPS
 from batchscale.store.filesystem import open_root
 
@@ -36,14 +36,15 @@ def _value_text(table: pd.DataFrame, entry, batch_size: int, normalizing: bool) 
 
 
 def _display_wide(result) -> pd.DataFrame:
-    """batch size x study of the plotted values as text: "—" not reached, "" not measured,
-    "n/a" a study left out of the normalisation."""
+    """batch size x study (a column per study, headed by its name, made unique by
+    ``compare.disambiguate``) of the plotted values as text: "—" not reached, "" not
+    measured, "n/a" a study left out of the normalisation."""
     normalizing = result.normalize_at is not None
     table = result.table
     sizes = sorted({int(b) for b in table["batch_size"]})
     rows = {"batch_size": [str(b) for b in sizes]}
-    for k, entry in enumerate(result.studies, 1):
-        rows[f"[{k}]"] = [_value_text(table, entry, b, normalizing) for b in sizes]
+    for entry in result.studies:
+        rows[entry.study] = [_value_text(table, entry, b, normalizing) for b in sizes]
     return pd.DataFrame(rows)
 
 
@@ -65,7 +66,7 @@ def format_comparison(result) -> str:
     """Plain text for the terminal: a legend of the studies, then batch size rows x study
     columns of steps to result (normalised when asked), then the notes."""
     lines = [f"{_what(result)}:"]
-    lines += [f"  [{k}] {e.label}  {e.location}" for k, e in enumerate(result.studies, 1)]
+    lines += [f"  {name}: {goal}, {location}" for name, goal, location in _study_lines(result)]
     frame = _display_wide(result)
     widths = [max(len(c), *(len(v) for v in frame[c])) for c in frame.columns]
     lines.append("  ".join(c.rjust(w) for c, w in zip(frame.columns, widths)))
@@ -76,7 +77,8 @@ def format_comparison(result) -> str:
 
 
 def _study_lines(result) -> list[tuple[str, str, str]]:
-    return [(f"[{k}]", e.label, e.location) for k, e in enumerate(result.studies, 1)]
+    """(study name as the columns head it, its goal, where it was read from)."""
+    return [(e.study, e.goal, e.location) for e in result.studies]
 
 
 def _fit_table(result) -> pd.DataFrame | None:
@@ -84,24 +86,17 @@ def _fit_table(result) -> pd.DataFrame | None:
     for e in result.studies:
         if e.fit is None or not e.fit.fitted:
             continue
-        row = {"study": e.label}
+        row = {"study": e.study, "goal": e.goal}
         for key in ("s_min", "b_star", "perfect_scaling_end", "max_useful_batch_size"):
-            est = getattr(e.fit, key)
-            status = "" if est.status == "measured" else f" ({est.status})"
-            low, high = H.fmt(_finite(est.low)), H.fmt(_finite(est.high))
-            row[key] = f"{H.fmt(_finite(est.value))} [{low}, {high}]{status}"
+            row[key] = regime_text(getattr(e.fit, key), e.fit.batch_sizes, key == "s_min",
+                                   e.fit.level, short=True)
         rows.append(row)
     return pd.DataFrame(rows) if rows else None
 
 
-def _finite(value: float) -> float | None:
-    """As compare.json holds a number: None for NaN and the infinities (shown as "—")."""
-    return float(value) if math.isfinite(value) else None
-
-
 def comparison_markdown(result) -> str:
     lines = ["# Comparison of steps to result", "", f"{_what(result)}.", ""]
-    lines += [f"- {key} {label}: `{location}`" for key, label, location in _study_lines(result)]
+    lines += [f"- {name}: {goal}, `{location}`" for name, goal, location in _study_lines(result)]
     lines += ["", *H.markdown_table(_display_wide(result)), "",
               f"{_legend_line(result)}.", ""]
     fits = _fit_table(result)
@@ -126,8 +121,8 @@ CAPTIONS = {
 
 
 def comparison_html(result) -> str:
-    studies = "".join(f"<li>{H.esc(k)} {H.esc(label)}: <code>{H.esc(loc)}</code></li>"
-                      for k, label, loc in _study_lines(result))
+    studies = "".join(f"<li>{H.esc(name)}: {H.esc(goal)}, <code>{H.esc(loc)}</code></li>"
+                      for name, goal, loc in _study_lines(result))
     body = (f"<h1>Comparison of steps to result</h1><p class=\"note\">{H.esc(_what(result))}. "
             "Steps to result: the earliest evaluation step at which a counted trial strictly beat "
             f"the goal.</p><ul>{studies}</ul>{H.warnings(result.notes)}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from batchscale.analysis.intervals import ABOVE, BELOW, MEASURED, UNDETERMINED, number, regime_text
 from batchscale.analysis.scaling_curve import (
     GRID_MARGIN,
     MIN_BATCH_SIZES,
@@ -33,10 +34,7 @@ USEFUL_STEPS_FACTOR = 1.1
 batch size can save more than 1 - 1/1.1 (about 9%) of the steps."""
 EDGE_SHARE = 0.05  # resamples off the grid's edge worth a note
 
-MEASURED = "measured"
-ABOVE = "above the measured range"
-BELOW = "below the measured range"
-UNDETERMINED = "undetermined"
+# statuses (MEASURED, ABOVE, BELOW, UNDETERMINED) are defined in intervals.py with the notation
 
 
 @dataclass(frozen=True)
@@ -108,10 +106,11 @@ class RegimeFit:
         def num(x):
             return float(x) if math.isfinite(x) else None
 
-        def est(e):
-            return e and {"value": num(e.value), "low": num(e.low), "high": num(e.high), "status": e.status}
+        def est(e, steps=False):  # "text": the estimate in the one notation (intervals.py)
+            return e and {"value": num(e.value), "low": num(e.low), "high": num(e.high), "status": e.status,
+                          "text": regime_text(e, self.batch_sizes, steps, self.level)}
         return {
-            "fitted": self.fitted, "reason": self.reason, "s_min": est(self.s_min),
+            "fitted": self.fitted, "reason": self.reason, "s_min": est(self.s_min, steps=True),
             "b_star": est(self.b_star), "perfect_scaling_end": est(self.perfect_scaling_end),
             "max_useful_batch_size": est(self.max_useful_batch_size),
             "batch_sizes": [int(b) for b in self.batch_sizes], "steps": [num(s) for s in self.steps],
@@ -120,8 +119,7 @@ class RegimeFit:
         }
 
 
-def _fmt(x: float) -> str:
-    return "inf" if x == math.inf else f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+_fmt = number  # the one number format of the report (intervals.py)
 
 
 def _status(value: float, low: float, high: float, lo_b: float, hi_b: float) -> str:
@@ -135,28 +133,28 @@ def _status(value: float, low: float, high: float, lo_b: float, hi_b: float) -> 
 _BOUNDARIES = {  # name: (label, B / B_star, note when above the range, note when below)
     "b_star": (
         "critical batch size B_star (S = 2 S_min)", 1.0,
-        "steps at the largest batch size ({hi}) are still more than twice S_min; B_star >= {low}",
-        "steps at the smallest batch size ({lo}) are already within 2x of S_min; B_star <= {high}"),
+        "steps at the largest batch size ({hi}) are still more than twice S_min; B_star ≥ {low}",
+        "steps at the smallest batch size ({lo}) are already within 2x of S_min; B_star ≤ {high}"),
     "perfect_scaling_end": (
         f"end of perfect scaling (efficiency {PERFECT_SCALING_EFFICIENCY})",
         (1 - PERFECT_SCALING_EFFICIENCY) / PERFECT_SCALING_EFFICIENCY,
-        "scaling is still near-perfect at the largest batch size ({hi}); it ends at B >= {low}",
-        "perfect scaling already ended before the smallest batch size ({lo}); it ends at B <= {high}"),
+        "scaling is still near-perfect at the largest batch size ({hi}); it ends at B ≥ {low}",
+        "perfect scaling already ended before the smallest batch size ({lo}); it ends at B ≤ {high}"),
     "max_useful_batch_size": (
         f"maximum useful batch size (S = {USEFUL_STEPS_FACTOR} S_min)", 1 / (USEFUL_STEPS_FACTOR - 1),
         "the curve has not flattened by the largest batch size ({hi}); larger batches would still "
-        "save steps; maximum useful batch size >= {low}",
+        "save steps; maximum useful batch size ≥ {low}",
         "the curve is already flat at the smallest batch size ({lo}): no larger batch size saves more "
-        f"than {1 - 1 / USEFUL_STEPS_FACTOR:.0%} of the steps; maximum useful batch size <= {{high}}"),
+        f"than {1 - 1 / USEFUL_STEPS_FACTOR:.0%} of the steps; maximum useful batch size ≤ {{high}}"),
 }
 _PARTIAL = {  # the estimate is inside the measured range but one end of its interval is not
-    ABOVE: "the fit puts it at {value}, but its {pct} CI [{low}, {high}] reaches past the largest "
-           "batch size measured ({hi}): the data bound it only from below (>= {low})",
-    BELOW: "the fit puts it at {value}, but its {pct} CI [{low}, {high}] reaches below the smallest "
-           "batch size measured ({lo}): the data bound it only from above (<= {high})",
+    ABOVE: "the fit puts it at {value}, but its {pct} interval reaches past the largest batch size "
+           "measured ({hi}): the data bound it only from below (≥ {low})",
+    BELOW: "the fit puts it at {value}, but its {pct} interval reaches below the smallest batch "
+           "size measured ({lo}): the data bound it only from above (≤ {high})",
 }
-_UNDETERMINED = ("undetermined: its {pct} CI [{low}, {high}] extends beyond both the smallest ({lo}) "
-                 "and the largest ({hi}) batch size measured")
+_UNDETERMINED = ("undetermined: the fit puts it at {value}, but its {pct} interval extends beyond "
+                 "both the smallest ({lo}) and the largest ({hi}) batch size measured")
 
 def fit_regimes(crossings: pd.DataFrame, resamples: int = 1000, level: float = 0.95,
                 seed: int = 0) -> RegimeFit:
@@ -220,7 +218,8 @@ def fit_regimes(crossings: pd.DataFrame, resamples: int = 1000, level: float = 0
         status = estimates[name].status
         text = {ABOVE: above, BELOW: below, UNDETERMINED: _UNDETERMINED}.get(status)
         if status in (ABOVE, BELOW) and lo_b <= value <= hi_b:  # only the interval leaves the range
-            text = _PARTIAL[status].replace("{value}", _fmt(value))
+            text = _PARTIAL[status]
+        text = text and text.replace("{value}", _fmt(value))
         if text:
             low, high = (value, value) if math.isnan(low) else (low, high)  # no resamples: the value
             notes.append(f"{label}: " + text.format(lo=_fmt(lo_b), hi=_fmt(hi_b), low=_fmt(low),

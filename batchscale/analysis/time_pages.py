@@ -18,15 +18,15 @@ import math
 import pandas as pd
 
 from batchscale.analysis import html as h
+from batchscale.analysis.intervals import format_interval, number
 from batchscale.analysis.report_figures import TIME_FIGURES
 from batchscale.analysis.time_to_result import duration, money
 from batchscale.core.prices import PRICE_SOURCE
 
 TITLE = "Time and cost to result"
-SHOWN = ["batch_size", "devices", "steps_to_result", "steps_low", "steps_high",
-         "seconds_per_step", "step_time_source", "time_seconds", "time_low", "time_high",
-         "device_hours", "price_per_device_hour", "cost", "cost_low", "cost_high", "note"]
-INTERVALS = ("Intervals (low, high): the regime fit's bootstrap of steps to result (each "
+SHOWN = ["batch_size", "devices", "steps to result", "seconds_per_step", "step_time_source",
+         "time to result", "device_hours", "price_per_device_hour", "cost to result", "note"]
+INTERVALS = ("Intervals (value [low, high]): the regime fit's bootstrap of steps to result (each "
              "resampled crossing drawn within its evaluation interval, the best-of-n overshoot "
              "added back), widened to hold the measured steps to result, times the step time; "
              "the step time's own spread is not in them. Step times: the median of solo trial "
@@ -82,7 +82,7 @@ def noise_scale_line(predicted: dict | None) -> str | None:
 
 
 def _interval(value: float, low: float, high: float) -> str:
-    return f"{h.fmt(value)} [{h.fmt(low)}, {h.fmt(high)}]"
+    return format_interval(value, low, high)
 
 
 def headline(tc) -> str:
@@ -97,16 +97,21 @@ def headline(tc) -> str:
     else:
         f = tc.fastest
         at = f" on {f.devices} devices" if several else ""
-        parts.append(f"the fastest batch size is {f.batch_size}{at}: {duration(f.value)} "
-                     f"[{duration(f.low)}, {duration(f.high)}]{_close(f)}")
+        parts.append(f"the fastest batch size is {f.batch_size}{at}: "
+                     f"{format_interval(f.value, f.low, f.high, duration)}{_close(f)}")
     if tc.cheapest is not None:
         c = tc.cheapest
         at = f" on {c.devices} devices" if several else ""
-        parts.append(f"the cheapest is {c.batch_size}{at}: {money(c.value, tc.currency)} "
-                     f"[{money(c.low, '').strip()}, {money(c.high, '').strip()}]{_close(c)}")
+        parts.append(f"the cheapest is {c.batch_size}{at}: {tc.currency} "
+                     f"{format_interval(c.value, c.low, c.high, _amount)}{_close(c)}")
     elif tc.fastest is not None:
         parts.append(f"no cost: {tc.price_source}")
     return f"{where}, {'; '.join(parts)}. Device limit: {tc.device_limit.text}."
+
+
+def _amount(value: float) -> str:
+    """An amount of money without its currency (``0.00000251``)."""
+    return money(value, "").strip()
 
 
 def _close(choice) -> str:
@@ -123,7 +128,20 @@ def price_line(tc) -> str:
 
 
 def _table(tc) -> pd.DataFrame:
-    return tc.table[SHOWN].assign(note=tc.table["note"].fillna(""))
+    """The per-batch-size table as shown: steps, time and cost each one cell in the
+    interval notation (time_to_result.csv keeps the numbers apart)."""
+    t = tc.table
+
+    def cells(column, low, high, fmt):
+        return [format_interval(v, lo, hi, fmt) for v, lo, hi in zip(t[column], t[low], t[high])]
+
+    money_cells = [f"{tc.currency} {c}" if c != "—" else c
+                   for c in cells("cost", "cost_low", "cost_high", _amount)]
+    shown = t.assign(**{"steps to result": cells("steps_to_result", "steps_low", "steps_high",
+                                                 number),
+                        "time to result": cells("time_seconds", "time_low", "time_high", duration),
+                        "cost to result": money_cells, "note": t["note"].fillna("")})
+    return shown[SHOWN]
 
 
 def time_html(analysis) -> list[str]:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from batchscale.analysis.intervals import regime_text
 from batchscale.analysis.scaling_curve import bootstrap_log_steps
 from batchscale.analysis.step_times import StepTimeProfile
 from batchscale.core.prices import CURRENCY, PRICE_DATE, PRICE_SOURCE, device_price
@@ -279,19 +280,12 @@ def device_limit(table: pd.DataFrame, fit=None) -> DeviceLimit:
                            f"cannot be said: step times on {times}, and no regime fit to "
                            f"project from ({reason})")
     est = fit.max_useful_batch_size
-    status = "" if est.status == "measured" else f", {est.status}"
     return DeviceLimit("projection", est.value, est.low, est.high,
-                       f"about {_fmt(est.value)} [{_fmt(est.low)}, {_fmt(est.high)}]{status}: a "
-                       "projection assuming ideal weak scaling (step time held constant as devices "
-                       "grow with the batch, communication ignored), so time is proportional to "
+                       f"{regime_text(est, fit.batch_sizes, level=fit.level)}, a projection "
+                       "assuming ideal weak scaling (step time held constant as devices grow "
+                       "with the batch, communication ignored), so time is proportional to "
                        "steps and the limit is the regime fit's maximum useful batch size "
                        "(S = 1.1 S_min)")
-
-
-def _fmt(x: float) -> str:
-    if not math.isfinite(x):
-        return "inf" if x > 0 else "?"
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def duration(seconds: float) -> str:
@@ -305,9 +299,10 @@ def duration(seconds: float) -> str:
 
 def money(value: float, currency: str = CURRENCY) -> str:
     """``USD 0.00000251`` / ``USD 12.3`` / ``USD 1,234``: three significant digits, never
-    in exponent form (a CPU study's cost to result is millionths of a dollar)."""
+    in exponent form (a CPU study's cost to result is millionths of a dollar); ``—``
+    unknown."""
     if value is None or not math.isfinite(value):
-        return f"{currency} ?"
+        return "—"
     if abs(value) >= 1000:
         return f"{currency} {value:,.0f}"
     return f"{currency} " + np.format_float_positional(value, precision=3, unique=False,

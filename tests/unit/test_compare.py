@@ -25,6 +25,7 @@ from batchscale.analysis.compare import (
     format_comparison,
     write_comparison,
 )
+from batchscale.analysis.intervals import regime_text
 from batchscale.cli.analysis import DEFAULT_COMPARE_OUT
 from batchscale.cli.analysis import add_commands as add_analysis_commands
 from batchscale.core.spec import SpecError
@@ -91,8 +92,8 @@ def test_format_comparison_text(normalised):
     text = format_comparison(normalised)
     lines = text.splitlines()
     assert lines[0] == "validation steps to result, normalised to 1 at batch size 8:"
-    assert lines[1].startswith(f"  [1] {FM_LABEL}  ") and lines[1].endswith(f"a/{FM}")
-    assert re.split(r"\s+", lines[4].strip()) == ["batch_size", "[1]", "[2]", "[3]"]
+    assert lines[1].startswith(f"  {FM}: classification_error<0.1, ") and lines[1].endswith(f"a/{FM}")
+    assert re.split(r"\s+", lines[4].strip()) == ["batch_size", FM, CIFAR, MNIST]  # by study name
     assert re.split(r"\s+", lines[5].strip()) == ["2", "2.5", "2", "n/a"]
     assert re.split(r"\s+", lines[6].strip()) == ["8", "1", "1", "n/a"]
     assert lines[7] == ("(— not reached; blank: batch size not measured; n/a: left out of the "
@@ -133,7 +134,7 @@ def test_study_without_the_reference_batch_size_is_left_out(roots):
     assert re.split(r"\s+", lines[5].strip()) == ["8", "1"]  # blank: not measured
     plain = format_comparison(compare_studies([str(roots / "a"), str(roots / "only2")]))
     assert [re.split(r"\s+", line.strip()) for line in plain.splitlines()[3:6]] == [
-        ["batch_size", "[1]", "[2]"], ["2", "250", "100"], ["8", "100"]]
+        ["batch_size", FM, only2], ["2", "250", "100"], ["8", "100"]]
 
 
 def test_duplicate_names_get_distinct_labels(roots):
@@ -141,6 +142,8 @@ def test_duplicate_names_get_distinct_labels(roots):
     studies = [s.study for s in result.studies]
     assert studies == [f"{FM} #1", f"{FM} [d]", f"{FM} #3"]
     assert len(set(result.table["study"])) == 3 and len(result.table) == 6
+    header = format_comparison(result).splitlines()[4]
+    assert all(f" {name}" in header for name in studies) and "[1]" not in header
     assert disambiguate(["x", "x"], ["/r/p/x", "/r/q/s/x"]) == ["x [p]", "x [q/s]"]
     assert disambiguate(["x", "y"], ["/a", "/a"]) == ["x", "y"]
 
@@ -170,7 +173,8 @@ def check_outputs(fs, result):
         assert fs.read_bytes(name) == png
     doc = json.loads(fs.read_text("compare.json"))
     assert len(doc["rows"]) == len(result.table) and doc["notes"] == result.notes
-    assert "| batch_size | [1] |" in fs.read_text("compare.md")
+    names = " | ".join(s.study for s in result.studies)  # columns headed by study name
+    assert f"| batch_size | {names} |" in fs.read_text("compare.md")
     return page, doc
 
 
@@ -242,6 +246,9 @@ def test_fit_with_three_batch_sizes(tmp_path):
     assert fit.fitted and fit.batch_sizes == (2, 8, 32)
     urls = write_comparison(result, str(tmp_path / "out"))
     assert "Regime fits" in open(urls["compare.html"]).read()
+    markdown = open(urls["compare.md"]).read()  # the report's interval notation
+    b_star = regime_text(fit.b_star, fit.batch_sizes, level=fit.level, short=True)
+    assert f"| {FM} | classification_error<0.1 | " in markdown and f" {b_star} |" in markdown
     two = compare_studies([str(tmp_path / "a")], fit=True, goal="classification_error<0.09",
                           num_trials=1)
     assert steps(two, FM) == {2: None, 8: 100, 32: 100}  # trial 1 only: 0.09 at 400 is not < 0.09

@@ -49,7 +49,7 @@ def test_noiseless_fit_in_range_is_measured_and_out_of_range_is_a_lower_bound():
     assert beyond.b_star.value == pytest.approx(4 * 16384, rel=1e-5)
     assert beyond.b_star.status == ABOVE and beyond.max_useful_batch_size.status == ABOVE
     assert beyond.s_min.status == ABOVE
-    assert any("B_star >= 65536" in note for note in beyond.notes)
+    assert any("B_star ≥ 65536" in note for note in beyond.notes)
 
 
 @pytest.mark.parametrize("s_min, b_star, spread", [
