@@ -20,7 +20,37 @@ padding:3px 7px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-c
 figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}img{max-width:100%}
 figcaption{font-size:13px;color:#555;max-width:700px}.warn{background:#fff4e0;border-left:4px
 solid #e69500;padding:.4em .8em;margin:.3em 0}.note{color:#555;font-size:14px}
-code{background:#f4f4f4;padding:0 3px}"""
+code{background:#f4f4f4;padding:0 3px}.answer{background:#eef6ee;border-left:4px solid #3a7d44;
+padding:.5em 1em;margin:1em 0}.answer ul{margin:.3em 0;padding-left:1.2em}nav#contents ol{columns:2;
+font-size:14px;margin:.3em 0}table.sortable th{cursor:pointer}th[aria-sort=ascending]::after{content:" ▲"}
+th[aria-sort=descending]::after{content:" ▼"}.scroll{max-height:70vh;overflow:auto}
+.scroll th{position:sticky;top:0}"""
+
+SORT_SCRIPT = """document.querySelectorAll("table.sortable").forEach(function (t) {
+  var heads = Array.prototype.slice.call(t.tHead.rows[0].cells);
+  heads.forEach(function (th, i) {
+    th.title = "click to sort";
+    th.addEventListener("click", function () {
+      var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+      heads.forEach(function (o) { o.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", dir > 0 ? "ascending" : "descending");
+      var key = function (row) {
+        var s = row.cells[i].textContent.trim(), n = Number(s);
+        return s === "" || s === "\u2014" ? null : isNaN(n) ? s : n;
+      };
+      var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (x === null || y === null) { return (x === null) - (y === null); }
+        if (typeof x !== typeof y) { return typeof x === "number" ? -1 : 1; }
+        return (x < y ? -1 : x > y ? 1 : 0) * dir;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});"""
+"""Click a header of a ``sortable`` table to sort by it (again: the other way): numbers
+as numbers, text as text, blanks and dashes last. Inline, no library, no network."""
 
 
 def fmt(value) -> str:
@@ -71,13 +101,42 @@ def table(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def heading(title: str, anchor: str) -> str:
+    """An ``<h2>`` with an id, so the table of contents can link to it."""
+    return f'<h2 id="{esc(anchor)}">{esc(title)}</h2>'
+
+
+def contents(body: str) -> str:
+    """The table of contents: a link to every ``<h2 id=...>`` of ``body``, in order."""
+    links = "".join(f'<li><a href="#{anchor}">{title}</a></li>'
+                    for anchor, title in re.findall(r'<h2 id="([^"]+)">(.*?)</h2>', body))
+    return f'<nav id="contents"><strong>Contents</strong><ol>{links}</ol></nav>' if links else ""
+
+
+def sortable_table(frame: pd.DataFrame, anchor: str, blank_missing: bool = True) -> str:
+    """A table whose columns sort by a click on their header (``SORT_SCRIPT``), in a
+    scrolling box with a sticky header; missing values blank (``blank_missing``)."""
+    def cell(v):
+        missing = v is None or (not isinstance(v, (str, bytes, dict, list)) and bool(pd.isna(v)))
+        return "" if missing and blank_missing else esc(fmt(v))
+
+    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+                   for row in frame.itertuples(index=False))
+    return (f'<div class="scroll"><table class="sortable" id="{esc(anchor)}"><thead><tr>{head}'
+            f"</tr></thead><tbody>{body}</tbody></table></div>")
+
+
 def warnings(lines: list[str]) -> str:
     return "".join(f'<div class="warn">{esc(line)}</div>' for line in lines)
 
 
 def page(title: str, body: str) -> str:
+    """The whole page; the sorting script only when a table is sortable."""
+    script = f"<script>{SORT_SCRIPT}</script>" if 'class="sortable"' in body else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>{body}</body></html>\n")
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>{body}{script}"
+            "</body></html>\n")
 
 
 def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None) -> list[str]:

@@ -7,31 +7,36 @@ metaparameters and the learning-rate x momentum scatter (Figures 8, 9, 13, 21, 2
 search-space edge warnings, per-batch-size trial counts, the per-trial goal table, the
 files the reader could not use (``study.damaged``, ``study_files``) and, for our studies,
 the trials the spec expects that are not finished (``completeness``).
-``write_report`` puts it under one folder (local or gs://): report.html (self-contained),
-summary.md, summary.json, CSV tables (goal_steps.csv, time_to_result.csv and
-step_times.csv among them) and the figures as SVG files. Time and cost to result
-(``time_to_result``) are of the first goal on the validation metric, with step times from
-the trials and the study's probes (``step_times``); the plan's predicted noise scale is
-set beside the fitted B* (``time_pages.predicted_noise_scale``). Only those files are
-written; trials are never touched. ``report_study`` does both
-for ``batchscale report`` and the pipeline's aggregate step.
+``write_report`` puts it under one folder (local or gs://): report.html (self-contained;
+the answer first, ``answer``, then a table of contents), summary.md, summary.json
+(``report_summary``, which also gives the Kubeflow metrics), CSV tables (goal_steps.csv,
+trials.csv, time_to_result.csv and step_times.csv among them) and the figures as SVG
+files, none of them naming the local folder the study was read from (``locations``).
+Time and cost to result (``time_to_result``) are of the first goal on the validation
+metric, with step times from the trials and the study's probes (``step_times``); the
+plan's predicted noise scale is set beside the fitted B* (``time_pages.predicted_noise_scale``).
+Only those files are written; trials are never touched. ``report_study`` does both for
+``batchscale report`` and the pipeline's aggregate step.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 
 import pandas as pd
 
+from batchscale.analysis.answer import Answer, answer
 from batchscale.analysis.censoring import stop_table, study_protocol, trial_censoring
 from batchscale.analysis.censoring_notes import censoring_notes
 from batchscale.analysis.completeness import UnfinishedTrial, unfinished_trials
 from batchscale.analysis.goal_steps import GOAL_STEPS_FILE, goal_steps_table
+from batchscale.analysis.locations import private_root, without_root
 from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
 from batchscale.analysis.regimes import RegimeFit, fit_regimes
 from batchscale.analysis.report_figures import report_figures, time_figures
+from batchscale.analysis.report_summary import kfp_metrics, plain, summary_json
+from batchscale.analysis.report_tables import TRIALS_FILE, trials_table
 from batchscale.analysis.search_rounds import batch_rounds, planned_ids, rounds_table, trial_cap_notes
 from batchscale.analysis.step_times import read_probes, read_study_plan, step_time_profile
 from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
@@ -44,9 +49,12 @@ from batchscale.core.trial_state import continues
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
 
+__all__ = ["REPORT_FILES", "Analysis", "analyse", "kfp_metrics", "report_location",
+           "report_study", "summary_json", "write_report"]
+
 REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
                 "budgets.csv", "metaparameters.csv", "trial_counts.csv", GOAL_STEPS_FILE,
-                "time_to_result.csv", "step_times.csv")
+                "time_to_result.csv", "step_times.csv", TRIALS_FILE)
 
 
 @dataclass
@@ -99,6 +107,12 @@ class Analysis:
     @property
     def damaged(self) -> list[Damage]:
         return self.study.damaged
+
+    @property
+    def answer(self) -> Answer:
+        """What the report says first (``answer.answer``): fewest steps, fastest and
+        cheapest, where perfect scaling ends and returns vanish, what the protocol saved."""
+        return answer(self)
 
     @property
     def expected_trials(self) -> int | None:
@@ -186,35 +200,6 @@ def _fit_notes(fit) -> list[str]:
     return list(fit.notes) if fit.fitted else [f"no regime fit: {fit.reason}"]
 
 
-def summary_json(analysis: Analysis) -> dict:
-    """The report's numbers as one JSON document (what summary.json holds); the keys on
-    early stopping, rounds and training cost come last (older readers see a prefix)."""
-    study = analysis.study
-
-    def records(frame):
-        return json.loads(frame.to_json(orient="records"))
-
-    return {
-        "study": study.name, "location": study.location, "layout": study.layout,
-        "workload": {"dataset": study.dataset, "model": study.model, "optimizer": study.optimizer},
-        "counted_statuses": list(study.counted), "goals": [g.label for g in study.goals],
-        "steps_to_result": records(analysis.steps),
-        "regimes": {label: fit.to_dict() for label, fit in analysis.fits.items()},
-        "optimal_metaparameters": records(analysis.optimal),
-        "budgets": records(analysis.budgets), "trial_counts": records(analysis.counts),
-        "search_space_warnings": analysis.warnings, "notes": analysis.notes,
-        "expected_trials": analysis.expected_trials,
-        "unfinished": [u.to_dict() for u in analysis.unfinished],
-        "damaged": [d.to_dict() for d in analysis.damaged],
-        "protocol": analysis.protocol, "censoring": analysis.censoring,
-        "search_rounds": records(analysis.rounds), "search_round_notes": analysis.round_notes,
-        "training_cost": analysis.cost,
-        "time_and_cost": analysis.time_cost and analysis.time_cost.to_dict(),
-        "predicted_noise_scale": analysis.predicted_noise_scale,
-    }
-
-
-
 def report_location(study: Study) -> str:
     """Where a study's report goes by default: ``<study>/report`` in its store (ours) or
     ``<workload>/report`` beside the batch-size folders (the paper's layout)."""
@@ -225,41 +210,34 @@ def report_location(study: Study) -> str:
 
 def write_report(analysis: Analysis, out: str | None = None) -> dict:
     """Write the report files under ``out`` (default report_location); returns their URLs
-    (html, markdown, goal_steps, folder) and, under "pages", the HTML and Markdown texts."""
+    (html, markdown, goal_steps, folder) and, under "pages", the HTML and Markdown texts.
+    Neither those nor summary.json name the local folder the study was read from
+    (``locations``)."""
     from batchscale.analysis.report_pages import report_html, report_markdown
 
     fs = open_root(out or report_location(analysis.study))
+    root = private_root(analysis.study)
     doc = summary_json(analysis)
-    fs.write_text("summary.json", json.dumps(_plain(doc), indent=2, allow_nan=False))
+    fs.write_text("summary.json", without_root(json.dumps(plain(doc), indent=2, allow_nan=False),
+                                               root))
     fs.write_text("steps_to_result.csv", analysis.steps.to_csv(index=False))
     fs.write_text("budgets.csv", analysis.budgets.to_csv(index=False))
     fs.write_text("metaparameters.csv", analysis.optimal.to_csv(index=False))
     fs.write_text("trial_counts.csv", analysis.counts.to_csv(index=False))
     fs.write_text(GOAL_STEPS_FILE, analysis.goal_steps.to_csv(index=False))
+    fs.write_text(TRIALS_FILE, trials_table(analysis).to_csv(index=False))
     if analysis.time_cost is not None:
         fs.write_text("time_to_result.csv", analysis.time_cost.table.to_csv(index=False))
         fs.write_text("step_times.csv", analysis.time_cost.profile.table.to_csv(index=False))
     for name, (png, _caption) in analysis.figures.items():
         fs.write_bytes(name, png)
-    page, markdown = report_html(analysis), report_markdown(analysis)
+    page = without_root(report_html(analysis), root)
+    markdown = without_root(report_markdown(analysis), root)
     fs.write_text("summary.md", markdown)
     fs.write_text("report.html", page)
     return {"html": fs.url("report.html"), "markdown": fs.url("summary.md"),
             "goal_steps": fs.url(GOAL_STEPS_FILE), "folder": fs.url(""),
             "pages": {"html": page, "markdown": markdown}}
-
-
-def _plain(value):
-    """JSON-ready: NaN and infinities become null, numpy scalars Python numbers."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def report_study(location: str, out: str | None = None, goals=None, num_trials: int | None = None,
@@ -274,29 +252,4 @@ def report_study(location: str, out: str | None = None, goals=None, num_trials: 
                        price=price)
     return analysis, write_report(analysis, out)
 
-
-def kfp_metrics(analysis: Analysis) -> dict[str, float]:
-    """The headline numbers as flat scalar metrics for the Kubeflow UI's Metrics view."""
-    metrics = {"damaged_files": float(len(analysis.damaged))}
-    cost = analysis.cost or {}
-    for key in ("trials", "trained_steps", "full_steps", "fraction_of_full_steps"):
-        if isinstance(cost.get(key), (int, float)):  # what the protocol trained
-            metrics[key] = float(cost[key])
-    if analysis.rounds is not None and len(analysis.rounds):
-        metrics["search_rounds_added"] = float((analysis.rounds["round"] > 1).sum())
-    if analysis.expected_trials is not None:
-        metrics["unfinished_trials"] = float(len(analysis.unfinished))
-    metrics.update(analysis.time_cost.metrics() if analysis.time_cost else {})
-    for row in analysis.steps.dropna(subset=["steps_to_result"]).itertuples():
-        metrics[f"{row.split}/{row.goal}/steps_to_result/b{row.batch_size}"] = float(row.steps_to_result)
-    for label, fit in analysis.fits.items():
-        if not fit.fitted:
-            continue
-        for name in ("s_min", "b_star", "perfect_scaling_end", "max_useful_batch_size"):
-            est = getattr(fit, name)
-            for part in ("value", "low", "high"):
-                value = float(getattr(est, part))
-                if math.isfinite(value):
-                    metrics[f"val/{label}/{name}" + ("" if part == "value" else f"/{part}")] = value
-    return metrics
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 import pandas as pd
 
 from batchscale.analysis import html as h
+from batchscale.analysis.answer import answer, answer_html, answer_markdown
 from batchscale.analysis.censoring import stopping_goals
 from batchscale.analysis.completeness import NO_CHECKPOINT, RESUME_HINT, unfinished_line, unfinished_table
+from batchscale.analysis.intervals import regime_text
+from batchscale.analysis.locations import shown_location
 from batchscale.analysis.protocol_pages import (
     early_stopping_html,
     early_stopping_markdown,
@@ -19,6 +22,7 @@ from batchscale.analysis.protocol_pages import (
     rounds_markdown,
 )
 from batchscale.analysis.report_figures import TIME_FIGURES
+from batchscale.analysis.report_tables import TRIALS_FILE, budgets_html, budgets_markdown, trials_html
 from batchscale.analysis.study_files import REMEDY, damaged_line
 from batchscale.analysis.time_pages import noise_scale_line, time_html, time_markdown
 
@@ -41,24 +45,23 @@ METHODS = (
     "overshoot the bootstrap cannot see is added back from the gaps between the best trials.")
 
 
-def _estimate(est) -> str:
-    if est is None:
-        return "—"
-    text = f"{h.fmt(est.value)} [{h.fmt(est.low)}, {h.fmt(est.high)}]"
-    return text if est.status == "measured" else f"{text} ({est.status})"
-
-
 def regimes_table(fits: dict) -> pd.DataFrame:
+    """One row per goal, each estimate in the one notation (``intervals.regime_text``,
+    short: the notes below the table say why a bound is one-sided)."""
     rows = []
     for label, fit in fits.items():
         if not fit.fitted:
             rows.append({"goal": label, "S_min": "—", "B*": "—", "perfect scaling ends": "—",
                          "max useful batch size": "—", "fit": fit.reason})
             continue
-        rows.append({"goal": label, "S_min": _estimate(fit.s_min), "B*": _estimate(fit.b_star),
-                     "perfect scaling ends": _estimate(fit.perfect_scaling_end),
-                     "max useful batch size": _estimate(fit.max_useful_batch_size),
-                     "fit": f"{len(fit.batch_sizes)} batch sizes"})
+
+        def text(est, steps=False, fit=fit):
+            return regime_text(est, fit.batch_sizes, steps, fit.level, short=True)
+        rows.append({"goal": label, "S_min": text(fit.s_min, steps=True), "B*": text(fit.b_star),
+                     "perfect scaling ends": text(fit.perfect_scaling_end),
+                     "max useful batch size": text(fit.max_useful_batch_size),
+                     "fit": f"{len(fit.batch_sizes)} batch sizes ({min(fit.batch_sizes)}–"
+                            f"{max(fit.batch_sizes)})"})
     return pd.DataFrame(rows)
 
 
@@ -101,7 +104,7 @@ def _intro(analysis) -> str:
     return (f"{study.dataset} / {study.model} / {study.optimizer}; {sizes}; "
             f"goals {', '.join(g.label for g in study.goals)}; protocol {analysis.protocol}"
             f"{_stopped_at(analysis)}; "
-            f"counted statuses {'/'.join(study.counted)}; read from {study.location} "
+            f"counted statuses {'/'.join(study.counted)}; read from {shown_location(study)} "
             f"({study.layout} layout).")
 
 
@@ -155,35 +158,43 @@ def unfinished_markdown(analysis) -> list[str]:
 
 
 def report_html(analysis) -> str:
+    """report.html: the answer first, then the contents, then every section (each ``<h2>``
+    with an id, which the contents link to)."""
     study, steps = analysis.study, analysis.steps
     level, resamples = _level(analysis)
-    body = [f"<h1>{h.esc(study.title)}</h1>", f'<p class="note">{h.esc(_intro(analysis))}</p>',
+    body = [f'<p class="note">{h.esc(_intro(analysis))}</p>',
             *damaged_html(analysis), *unfinished_html(analysis), *early_stopping_html(analysis),
-            "<h2>Regimes</h2>", h.table(regimes_table(analysis.fits)),
+            h.heading("Regimes", "regimes"), h.table(regimes_table(analysis.fits)),
             *(f"<p>{h.esc(line)}</p>" for line in _predicted(analysis)),
             "".join(f'<p class="note">{h.esc(n)}</p>' for n in analysis.notes)]
     if analysis.warnings:
-        body += ["<h2>Search-space warnings</h2>", h.warnings([w["message"] for w in analysis.warnings])]
-    body += [*time_html(analysis), "<h2>Figures</h2>"]
+        body += [h.heading("Search-space warnings", "search-space-warnings"),
+                 h.warnings([w["message"] for w in analysis.warnings])]
+    body += [*time_html(analysis), h.heading("Figures", "figures")]
     body += [h.figure(png, caption, alt=name) for name, (png, caption) in analysis.figures.items()
              if name not in TIME_FIGURES]
     for split, title in (("val", "Steps to result (validation)"), ("train", "Steps to result (training)")):
-        for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
-            body += [f"<h2>{title}: {h.esc(goal)}</h2>", h.table(group, STEP_COLUMNS)]
-    body += ["<h2>Trials per batch size</h2>", h.table(analysis.counts), *rounds_html(analysis),
-             "<h2>Optimal metaparameters</h2>", h.table(analysis.optimal),
-             "<h2>Best validation metric under budgets</h2>", h.table(analysis.budgets),
-             "<h2>Methods</h2>",
+        groups = steps[steps["split"] == split].groupby("goal", sort=False)
+        for k, (goal, group) in enumerate(groups, 1):
+            body += [h.heading(f"{title}: {goal}", f"steps-{split}-{k}"), h.table(group, STEP_COLUMNS)]
+    body += [h.heading("Trials per batch size", "trial-counts"), h.table(analysis.counts),
+             *rounds_html(analysis), h.heading("Optimal metaparameters", "metaparameters"),
+             h.table(analysis.optimal), *budgets_html(analysis), *trials_html(analysis),
+             h.heading("Methods", "methods"),
              f'<p class="note">{h.esc(_methods(analysis, level, resamples))}</p>']
-    return h.page(f"batchscale: {study.name}", "\n".join(body))
+    sections = "\n".join(body)
+    top = [f"<h1>{h.esc(study.title)}</h1>", answer_html(answer(analysis)), h.contents(sections)]
+    return h.page(f"batchscale: {study.name}", "\n".join([*top, sections]))
 
 
 def report_markdown(analysis) -> str:
+    """summary.md: the answer first, then the sections of report.html without its figures
+    and its table of every trial (trials.csv)."""
     study, steps = analysis.study, analysis.steps
     level, resamples = _level(analysis)
-    lines = [f"# {study.title}", "", _intro(analysis), "", *damaged_markdown(analysis),
-             *unfinished_markdown(analysis), *early_stopping_markdown(analysis),
-             "## Regimes", "",
+    lines = [f"# {study.title}", "", *answer_markdown(answer(analysis)), _intro(analysis), "",
+             *damaged_markdown(analysis), *unfinished_markdown(analysis),
+             *early_stopping_markdown(analysis), "## Regimes", "",
              *h.markdown_table(regimes_table(analysis.fits)), "",
              *(f"{line}\n" for line in _predicted(analysis))]
     lines += [f"- {n}" for n in analysis.notes]
@@ -194,8 +205,9 @@ def report_markdown(analysis) -> str:
         for goal, group in steps[steps["split"] == split].groupby("goal", sort=False):
             lines += ["", f"## Steps to result, {title} {goal}", "", *h.markdown_table(group, STEP_COLUMNS)]
     lines += ["", "## Trials per batch size", "", *h.markdown_table(analysis.counts), "",
-              *rounds_markdown(analysis),
-              "## Methods", "", _methods(analysis, level, resamples), "",
+              *rounds_markdown(analysis), *budgets_markdown(analysis),
+              f"Every trial ({len(study.trials)}): {TRIALS_FILE} (a sortable table in report.html).",
+              "", "## Methods", "", _methods(analysis, level, resamples), "",
               "Figures: " + ", ".join(n for n in analysis.figures if n not in TIME_FIGURES)
               + " (embedded in report.html).", ""]
     return "\n".join(lines)

@@ -41,7 +41,7 @@ def training_cost(study) -> dict:
     return out
 
 
-def _count(value: int) -> str:
+def count_text(value: int) -> str:
     """``12,345`` up to a million, then ``1.23M`` / ``4.5B``."""
     for size, suffix in ((1e9, "B"), (1e6, "M")):
         if value >= size:
@@ -54,11 +54,11 @@ def cost_sentence(cost: dict) -> str:
     if not cost or not cost.get("trials"):
         return ""
     text = (f"Training cost: the {cost['trials']} trials trained "
-            f"{_count(cost['trained_steps'])} steps ({_count(cost['trained_examples'])} examples)")
+            f"{count_text(cost['trained_steps'])} steps ({count_text(cost['trained_examples'])} examples)")
     fraction = cost.get("fraction_of_full_examples")
     if fraction is None or math.isclose(fraction, 1.0):
         return text + "."
     return (text + f"; protocol full (every non-diverged trial to its budget) would have "
-            f"trained {_count(cost['full_steps'])} steps ({_count(cost['full_examples'])} "
+            f"trained {count_text(cost['full_steps'])} steps ({count_text(cost['full_examples'])} "
             f"examples): the study trained {cost['fraction_of_full_steps']:.0%} of those steps "
             f"and {fraction:.0%} of those examples.")

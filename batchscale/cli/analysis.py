@@ -140,21 +140,23 @@ def print_damaged(damaged: list[dict] | None) -> int:
 
 def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = None) -> None:
     """The validation tables, each goal's regimes, warnings, what early stopping leaves
-    unknown, batch sizes short of non-divergent trials and where the report is."""
+    unknown, batch sizes short of non-divergent trials, then the answer (last, where a
+    terminal leaves it in view: ``analysis.answer``) and where the report is."""
+    from batchscale.analysis.answer import console_lines
     from batchscale.analysis.report_pages import format_table
+    from batchscale.analysis.time_pages import noise_scale_line
 
     print(format_table(steps[steps["split"] == "val"]))
     for goal, fit in (doc.get("regimes") or {}).items():
         if not fit.get("fitted"):
             print(f"{goal}: no regime fit ({fit.get('reason')})")
             continue
-        print(f"{goal}: " + "; ".join(_estimate_line(name, fit.get(key)) for key, name in (
+        print(f"{goal}: " + "; ".join(_estimate_line(name, fit, key) for key, name in (
             ("s_min", "S_min"), ("b_star", "B*"), ("perfect_scaling_end", "perfect scaling ends"),
             ("max_useful_batch_size", "max useful batch size"))))
-    from batchscale.analysis.time_pages import noise_scale_line
-
+    answer = console_lines(doc.get("answer"))
     for line in (noise_scale_line(doc.get("predicted_noise_scale")),
-                 time_cost_line(doc.get("time_and_cost"))):
+                 None if answer else time_cost_line(doc.get("time_and_cost"))):
         if line:
             print(line)
     for warning in doc.get("search_space_warnings") or []:
@@ -178,6 +180,8 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
         print(f"damaged: {len(damaged)} file(s) could not be read or do not match what was "
               "written; what depends on them is left out (listed on stderr and under "
               "'Damaged or unreadable files' in the report)")
+    for line in answer:
+        print(line)
     if elapsed is not None:
         print(f"wall time {elapsed:.0f}s")
     print(f"report: {report_url}")
@@ -185,43 +189,46 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
 
 def time_cost_line(time_and_cost: dict | None) -> str | None:
     """``time and cost: fastest batch size B (T s [lo, hi]); cheapest B' (USD C [lo, hi])``
-    from summary.json's time_and_cost (None: a report written before it)."""
+    from summary.json's time_and_cost: what a summary.json written before the answer
+    prints (None: one written before time and cost)."""
     summary = (time_and_cost or {}).get("summary") if isinstance(time_and_cost, dict) else None
     if not isinstance(summary, dict):
         return None
 
+    from batchscale.analysis.intervals import format_interval
     from batchscale.analysis.time_to_result import duration, money
-
-    def d(v):
-        return "?" if v is None or not math.isfinite(v) else duration(v)
 
     def m(v):
         return money(v if v is not None else math.nan, "").strip()
 
-    fastest, cheapest = summary.get("fastest"), summary.get("cheapest")
+    def interval(choice, fmt):
+        return format_interval(choice["value"], choice.get("low"), choice.get("high"), fmt)
+
     def close(choice):
         near = choice.get("close") or []
         return f"; within 10%: {', '.join(map(str, near))}" if near else ""
 
+    fastest, cheapest = summary.get("fastest"), summary.get("cheapest")
     parts = [f"fastest batch size {fastest['batch_size']} ({fastest['devices']} device(s), "
-             f"{d(fastest['value'])} [{d(fastest['low'])}, {d(fastest['high'])}]{close(fastest)})"
+             f"{interval(fastest, duration)}{close(fastest)})"
              if fastest else "fastest batch size: none (no steps to result with a step time)"]
     currency = summary.get("currency", "USD")
-    parts.append(f"cheapest {cheapest['batch_size']} ({currency} {m(cheapest['value'])} "
-                 f"[{m(cheapest['low'])}, {m(cheapest['high'])}]{close(cheapest)})" if cheapest
-                 else "cheapest: none (no price or no time)")
+    parts.append(f"cheapest {cheapest['batch_size']} ({currency} {interval(cheapest, m)}"
+                 f"{close(cheapest)})" if cheapest else "cheapest: none (no price or no time)")
     return "time and cost to result: " + "; ".join(parts)
 
 
-def _estimate_line(name: str, est: dict | None) -> str:
+def _estimate_line(name: str, fit: dict, key: str) -> str:
+    """``B* 457 [248, 865]``, ``max useful batch size ≥ 2476 (beyond the largest batch
+    size measured, 4000)``: the short form of ``intervals.regime_text`` (the notes that
+    follow say the rest)."""
+    from batchscale.analysis.intervals import regime_text
+
+    est = fit.get(key)
     if not est or est.get("value") is None:
         return f"{name} —"
-
-    def f(v):
-        return "?" if v is None else f"{v:.4g}"
-
-    status = "" if est.get("status") == "measured" else f" ({est.get('status')})"
-    return f"{name} {f(est['value'])} [{f(est.get('low'))}, {f(est.get('high'))}]{status}"
+    return f"{name} " + regime_text(est, fit.get("batch_sizes") or [], steps=key == "s_min",
+                                    level=fit.get("level", 0.95), short=True)
 
 
 def print_stored_report(spec, store, elapsed: float | None = None) -> int:
@@ -235,7 +242,17 @@ def print_stored_report(spec, store, elapsed: float | None = None) -> int:
     steps = pd.read_csv(io.StringIO(store.fs.read_text(f"{base}/steps_to_result.csv")))
     doc = json.loads(store.fs.read_text(f"{base}/summary.json"))
     print_summary(steps, doc, store.url(f"{base}/report.html"), elapsed)
-    return print_damaged(doc.get("damaged"))
+    return print_damaged([_on_this_machine(d, store) for d in doc.get("damaged") or []])
+
+
+def _on_this_machine(damage: dict, store) -> dict:
+    """A damaged file as the console names it: the report names a local file relative to
+    the store root (``analysis.locations``), the console where it is, as ``report`` does."""
+    name = str(damage.get("file", ""))
+    if not name or "://" in name or name.startswith("/"):
+        return damage
+    return {**damage, "file": store.url(name),
+            "message": str(damage.get("message", "")).replace(name, store.url(name), 1)}
 
 
 def add_compare_command(sub) -> None:

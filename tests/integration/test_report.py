@@ -4,8 +4,6 @@ emulator, real client); the HTML rendered by a real headless Chromium with no ne
 import json
 import math
 import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ from batchscale.analysis.results import open_study
 from batchscale.cli.main import main
 from batchscale.store.filesystem import open_root
 from tests import paper_database as db
+from tests.browser import chromium, run_probe
 from tests.synthetic import synthetic_crossings
 
 FIGURES_PAPER = {"steps_to_result.svg", "train_vs_val.svg", "budget_steps.svg",
@@ -64,7 +63,7 @@ def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, cap
                          "trial_counts", "search_space_warnings", "notes", "expected_trials",
                          "unfinished", "damaged", "protocol", "censoring", "search_rounds",
                          "search_round_notes", "training_cost", "time_and_cost",
-                         "predicted_noise_scale"]
+                         "predicted_noise_scale", "answer"]
     assert doc["protocol"] == "full"  # the paper's database: every trial to its budget
     assert doc["expected_trials"] is None and doc["unfinished"] == []  # no spec
     assert doc["damaged"] == []
@@ -82,7 +81,9 @@ def test_the_report_of_an_unfinished_study_names_its_missing_trials(where, tmp_p
     spec, store = partial_study(root)
     assert main(["report", store.url(spec.name), "--resamples", "0"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-2].startswith("unfinished: 7 of 10 trials (2 resumable from a checkpoint)")
+    said = [line for line in out if line.startswith("unfinished: ")]
+    assert len(said) == 1 and said[0].startswith("unfinished: 7 of 10 trials (2 resumable from a checkpoint)")
+    assert any(line.startswith("  Caution: 7 of 10 trials unfinished") for line in out[-3:])
     fs = open_root(store.url(f"{spec.name}/report"))
     doc = json.loads(fs.read_text("summary.json"))
     assert doc["expected_trials"] == 10
@@ -142,35 +143,15 @@ def test_regimes_in_the_report_recover_a_known_curve(tmp_path):
     assert "B*" in page and "Methods" in page
 
 
-def _chromium():
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found and not os.environ.get("CI"):
-        pytest.skip("headless Chromium not installed (CI installs Debian's chromium)")
-    assert found, "CI must install chromium (see .ci/run)"
-    return found
-
-
 def test_html_report_renders_every_figure_offline(tmp_path):
-    chromium = _chromium()
+    chromium()
     url = db.write_paper_database(str(tmp_path / "db"))
     _, written = report_study(url, goals=["classification_error<0.2"], resamples=0,
                               out=str(tmp_path / "report"))
     html = open(written["html"]).read()
     assert "http://" not in html and "https://" not in html
-    probe = ("<script>window.addEventListener('load', () => { document.body.setAttribute("
-             "'data-figures', JSON.stringify([...document.images].map(i => [i.complete, "
-             "i.naturalWidth, i.naturalHeight]))); });</script></body>")
-    page = tmp_path / "probe.html"
-    page.write_text(html.replace("</body>", probe))
-    out = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--host-resolver-rules=MAP * ~NOTFOUND",
-         "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    start = out.stdout.index('data-figures="') + len('data-figures="')
-    figures = json.loads(out.stdout[start:out.stdout.index('"', start)].replace("&quot;", '"'))
+    figures = run_probe(html, "[...document.images].map(i => [i.complete, i.naturalWidth, "
+                              "i.naturalHeight])", tmp_path)
     svgs = [f for f in os.listdir(tmp_path / "report") if f.endswith(".svg")]
     assert len(figures) == len(svgs) >= 6
     for complete, width, height in figures:

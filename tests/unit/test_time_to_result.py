@@ -214,7 +214,8 @@ def test_cli_price_flag(location, tmp_path, capsys):
     assert len(err) == 1 and "--price" in err[0] and "greater than 0" in err[0]
     assert main(["report", location, "--resamples", "0", "--price", "3",
                  "--out", str(tmp_path / "cli")]) == 0
-    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("time and cost")]
+    line = [x for x in capsys.readouterr().out.splitlines()
+            if x.startswith("  Time and cost to result on cpu (4 cores): ")]  # in the answer
     assert len(line) == 1 and "fastest batch size 128" in line[0] and "cheapest 64" in line[0]
     doc = json.loads((tmp_path / "cli" / "summary.json").read_text())
     assert doc["time_and_cost"]["summary"]["price_per_device_hour"] == 3.0

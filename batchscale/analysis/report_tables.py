@@ -1,0 +1,109 @@
+"""Two of the report's tables in the shape a reader scans: every trial, and budgets wide.
+
+``trials_table``: one row per trial of the study (every status), with its metaparameters,
+the steps it trained, the first step at which it beat the first goal on the validation
+metric (blank: never, or unknown when ``censored``), why it stopped and whether early
+stopping censored it; report.html shows it sortable, the report writes it as trials.csv.
+
+``budgets_wide``: the best validation metric under each step and example budget
+(Figure 11), one row per batch size and one column per budget, where ``Analysis.budgets``
+and budgets.csv keep the long form (one row per budget and batch size) that code reads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from batchscale.analysis.html import fmt, markdown_table, sortable_table
+from batchscale.analysis.html import table as table_html
+from batchscale.analysis.study_reader import KEYS
+
+TRIALS_FILE = "trials.csv"
+FIRST = ("learning_rate", "momentum")  # then the other metaparameters, by name
+
+
+def trials_table(analysis) -> pd.DataFrame:
+    """batch_size, trial_id, status, the metaparameters, steps_trained, ``first step
+    <goal>`` (NaN: not reached or unknown), stop_reason, censored ("yes" or "")."""
+    study = analysis.study
+    goal = study.goals[0].label
+    names = [n for n in FIRST if n in study.metaparameters]
+    names += sorted(n for n in study.metaparameters if n not in FIRST)
+    crossing = f"first step {goal}"
+    table = study.trials[[*KEYS, "status", *names]].copy()
+    table["steps_trained"] = pd.to_numeric(study.trials["steps"], errors="coerce")
+    hits = analysis.goal_steps
+    hits = hits[(hits["goal"] == goal) & (hits["split"] == "val")]
+    hits = hits[[*KEYS, "step", "stop_reason", "censored"]].rename(columns={"step": crossing})
+    table = table.merge(hits, on=KEYS, how="left")
+    for column in ("steps_trained", crossing):  # whole steps; blank where there is none
+        table[column] = pd.to_numeric(table[column], errors="coerce").round().astype("Int64")
+    table["stop_reason"] = table["stop_reason"].fillna("").astype(str)
+    table["censored"] = table["censored"].eq(True).map({True: "yes", False: ""})
+    return table.sort_values(KEYS, ignore_index=True)
+
+
+def budget_label(kind: str, budget: int, train_examples: int | None) -> str:
+    """``≤ 1,024 steps`` / ``≤ 16,384 examples (4.1 epochs)``."""
+    text = f"≤ {int(budget):,} {kind}"
+    if kind == "examples" and train_examples:
+        text += f" ({budget / train_examples:.2g} epochs)"
+    return text
+
+
+def budgets_wide(budgets: pd.DataFrame, train_examples: int | None = None) -> pd.DataFrame:
+    """batch_size, then one column per budget (steps first, each kind ascending): the best
+    value, ``(censored)`` where early stopping may hide a better one, ``—`` none."""
+    if budgets is None or budgets.empty:
+        return pd.DataFrame(columns=["batch_size"])
+    order = {"steps": 0, "examples": 1}
+    keys = sorted({(r.kind, int(r.budget)) for r in budgets.itertuples()},
+                  key=lambda k: (order.get(k[0], 2), k[1]))
+    out = pd.DataFrame({"batch_size": sorted({int(b) for b in budgets["batch_size"]})})
+    for kind, budget in keys:
+        rows = budgets[(budgets["kind"] == kind) & (budgets["budget"] == budget)]
+        cells = {int(r.batch_size): _cell(r.best_value, bool(r.censored)) for r in rows.itertuples()}
+        out[budget_label(kind, budget, train_examples)] = [cells.get(b, "—") for b in out["batch_size"]]
+    return out
+
+
+def _cell(value, censored: bool) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return fmt(float(value)) + (" (censored)" if censored else "")
+
+
+def trials_html(analysis) -> list[str]:
+    """The "All trials" section: the sortable table, folded away when it is long."""
+    table = trials_table(analysis)
+    count = len(table)
+    opened = " open" if count <= OPEN_UP_TO else ""
+    return [f'<h2 id="trials">All trials ({count})</h2>',
+            f'<p class="note">{TRIALS_NOTE.format(goal=analysis.study.goals[0].label)}</p>',
+            f"<details{opened}><summary>the {count} trials</summary>"
+            f"{sortable_table(table, 'trials-table')}</details>"]
+
+
+def budgets_html(analysis) -> list[str]:
+    wide = budgets_wide(analysis.budgets, analysis.study.train_examples)
+    return ['<h2 id="budgets">Best validation metric under budgets</h2>', table_html(wide),
+            f'<p class="note">{BUDGETS_NOTE}</p>']
+
+
+def budgets_markdown(analysis) -> list[str]:
+    wide = budgets_wide(analysis.budgets, analysis.study.train_examples)
+    return ["## Best validation metric under budgets", "", *markdown_table(wide), "",
+            BUDGETS_NOTE, ""]
+
+
+OPEN_UP_TO = 50  # trials shown unfolded; more start folded (<details>), the page stays short
+TRIALS_NOTE = ("Every trial, whatever its status; click a column header to sort by it (again: "
+               "the other way). first step: the first evaluation that beat {goal} on the "
+               "validation metric (blank: never, or unknown where censored: early stopping "
+               "ended the trial before it could). The same rows are in trials.csv.")
+BUDGETS_NOTE = ("Per batch size, the best validation metric any counted trial reached within each "
+                "budget of steps or of examples (Figure 11); (censored): a trial of that batch "
+                "size stopped early inside the budget, so the true best may be better; "
+                "budgets.csv has the same values in long form, with the trial and step.")
