@@ -219,8 +219,6 @@ def test_the_report_of_a_pure_power_law_study_warns_nothing(tmp_path):
     url = db.write_synthetic_database(str(tmp_path), _still_halving())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        # store/layout.py's read_csv(float_precision=...), deprecated in pandas 3: not ours
-        warnings.filterwarnings("ignore", message="The 'float_precision' argument is deprecated")
         result, written = report_study(url, resamples=100, out=str(tmp_path / "report"))
     assert [f"{w.filename}:{w.lineno}: {w.message}" for w in caught] == []
     fit = next(iter(result.fits.values()))
