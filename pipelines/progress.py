@@ -20,7 +20,7 @@ class Progress:
     infeasible: int
     best_steps: dict[int, int | None]  # first goal, validation; None = not reached yet
     added: int = 0  # trials later search rounds added (top-ups, re-searches)
-    running: int = 0  # started (metadata written) and not finished
+    running: int = 0  # in progress: taken up by a pack (metadata written), not finished
     eta_seconds: float | None = None  # for the trials known so far; None: no rate measured yet
 
     def line(self) -> str:
@@ -28,10 +28,10 @@ class Progress:
         return f"trials {self.counts()} | best steps per batch size {self.best()}"
 
     def counts(self) -> str:
-        """``100/115 done, 9 diverged, 15 added by later rounds, 2 running``."""
+        """``100/115 done, 9 diverged, 15 added by later rounds, 2 in progress``."""
         extra = f", {self.infeasible} diverged" if self.infeasible else ""
         extra += f", {self.added} added by later rounds" if self.added else ""
-        extra += f", {self.running} running" if self.running else ""
+        extra += f", {self.running} in progress" if self.running else ""
         return f"{self.done}/{self.total} done{extra}"
 
     def best(self) -> str:

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+SUFFIX = re.compile(r"-\d+$")
 STARTED = re.compile(r"Executing task '([a-z0-9-]+)'")
 FAILED = re.compile(r"Task '([a-z0-9-]+)' finished with status FAILURE")
 EXCEPTION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)): (.+)$")
@@ -36,7 +37,8 @@ PHASES = {"prepare-data": "preparing data", "plan-round": "planning",
 @dataclass(frozen=True)
 class LogEvent:
     """``kind``: "task" (``task`` started), "network" (``detail``: host and reason) or
-    "failed" (``task`` failed; ``detail``: the last exception line it printed, or "")."""
+    "failed" (``task`` failed; ``detail``: the last exception line it printed, or "").
+    ``task`` is the component's name, without the compiler's copy number."""
 
     kind: str
     task: str = ""
@@ -75,10 +77,10 @@ class TaskLog:
 
     def _classify(self, line: str) -> LogEvent | None:
         if match := STARTED.search(line):
-            self.task, self.last_exception = match.group(1), ""
+            self.task, self.last_exception = component(match.group(1)), ""
             return LogEvent("task", self.task)
         if match := FAILED.search(line):
-            return LogEvent("failed", match.group(1), self.last_exception)
+            return LogEvent("failed", component(match.group(1)), self.last_exception)
         if match := EXCEPTION.match(line):
             self.last_exception = f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2).strip()}"
         if NETWORK.search(line):
@@ -91,6 +93,12 @@ class TaskLog:
             why = (reason.group(1) or reason.group(2)).strip() if reason else NETWORK.search(line).group(1)
             return LogEvent("network", self.task, f"{name} ({why})")
         return None
+
+
+def component(task: str) -> str:
+    """The component a task runs: the KFP compiler names the copies of a component in a
+    pipeline ``train-pack``, ``train-pack-2``, … (one per search round here)."""
+    return SUFFIX.sub("", task)
 
 
 def phase_of(task: str) -> str:

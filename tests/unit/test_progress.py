@@ -29,7 +29,8 @@ def test_progress_counts_and_best_steps(tmp_path):
     _finish(store, spec, 128, 1, "COMPLETE", [0.9, 0.3])            # not reached
     store.write_metadata(spec, TrialSpec(spec.name, 128, 2, {}), {"status": "INCOMPLETE"})
     progress = tracker.poll()
-    assert progress.line() == "trials 3/4 done, 1 diverged, 1 running | best steps per batch size 16:20 128:-"
+    assert progress.line() == ("trials 3/4 done, 1 diverged, 1 in progress | "
+                               "best steps per batch size 16:20 128:-")
 
     _finish(store, spec, 16, 1, "COMPLETE", [0.1])  # a finished trial is cached, not re-read
     _finish(store, spec, 128, 2, "COMPLETE", [0.9, 0.19])

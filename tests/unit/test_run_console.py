@@ -21,10 +21,12 @@ def test_plain_lines_only_when_something_changed():
     console.status(12, "analysing", _progress(2, best=40, eta=12))
     lines = out.getvalue().splitlines()
     assert lines == [
-        "[      3s] training: trials 1/4 done, 1 running | best steps per batch size 16:- 128:-",
-        "[      9s] training: trials 2/4 done, 1 running | best steps per batch size 16:40 128:- | ETA 12s",
+        "[      3s] training: trials 1/4 done, 1 in progress | best steps per batch size 16:- 128:-",
+        "[      9s] training: trials 2/4 done, 1 in progress | best steps per batch size 16:40 128:-"
+        " | ETA 12s",
         "[     10s] task train-pack failed: ValueError: x; log: /l.log",
-        "[     12s] analysing: trials 2/4 done, 1 running | best steps per batch size 16:40 128:- | ETA 12s",
+        "[     12s] analysing: trials 2/4 done, 1 in progress | best steps per batch size 16:40 128:-"
+        " | ETA 12s",
     ]
 
 
@@ -36,7 +38,7 @@ def test_a_terminal_gets_a_live_bar_with_lasting_lines_above_it():
     console.say(10, "store reachable again after 12s")
     console.close()
     text = out.getvalue()
-    assert "training" in text and "2/4 done, 1 running" in text and "ETA 2m10s" in text
+    assert "training" in text and "2/4 done, 1 in progress" in text and "ETA 2m10s" in text
     assert "[      9s] best steps per batch size 16:40 128:-" in text  # kept above the bar
     assert "[     10s] store reachable again after 12s" in text
     assert "\x1b[" in text  # drawn by rich, not as plain lines
@@ -61,10 +63,11 @@ def test_the_watch_names_the_phase_and_round_and_says_a_failure_at_once(tmp_path
     watch.log_events()
     watch.poll(tracker)
     with open(log, "a") as fh:
-        fh.write(start.format("plan-round") + start.format("train-pack") + start.format("plan-round")
-                 + start.format("train-pack"))
+        # the compiler numbers a component's copies (one per round): plan-round-2, train-pack-2
+        fh.write(start.format("plan-round") + start.format("train-pack") + start.format("plan-round-2")
+                 + start.format("train-pack-2"))
         fh.write("    OSError: [Errno 28] No space left on device\n")
-        fh.write("00:00:09.000 - ERROR - Task \x1b[96m'train-pack'\x1b[0m finished with status "
+        fh.write("00:00:09.000 - ERROR - Task \x1b[96m'train-pack-2'\x1b[0m finished with status "
                  "\x1b[91mFAILURE\x1b[0m\n")
     watch.log_events()
     watch.poll(tracker)
