@@ -43,6 +43,7 @@ import numpy as np
 
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.store.layout import StudyStore
+from batchscale.store.npz_files import read_npz
 
 FORMAT = "batchscale-checkpoint/1"
 CHECKPOINTS_DIR = "checkpoints"  # <study>/checkpoints/: never a data set's folder
@@ -130,16 +131,16 @@ def encode_checkpoint(arrays: dict[str, np.ndarray], state: dict) -> bytes:
 def decode_checkpoint(data: bytes) -> Checkpoint:
     """Parse and verify a checkpoint object; DamagedCheckpoint says why it is not one."""
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            header_bytes = npz[_HEADER].tobytes()
-            digest = npz[_DIGEST].tobytes().decode("ascii")
-            header = json.loads(header_bytes)
-            if not isinstance(header, dict) or header.get("format") != FORMAT:
-                raise DamagedCheckpoint(f"not a {FORMAT} object")
-            names, dtypes, shapes, state = (header[k] for k in ("names", "dtypes", "shapes", "state"))
-            if not len(names) == len(dtypes) == len(shapes):
-                raise DamagedCheckpoint("header lists differ in length")
-            values = [_restore_dtype(npz[f"a{i}"], name) for i, name in enumerate(dtypes)]
+        npz = read_npz(data)
+        header_bytes = npz[_HEADER].tobytes()
+        digest = npz[_DIGEST].tobytes().decode("ascii")
+        header = json.loads(header_bytes)
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise DamagedCheckpoint(f"not a {FORMAT} object")
+        names, dtypes, shapes, state = (header[k] for k in ("names", "dtypes", "shapes", "state"))
+        if not len(names) == len(dtypes) == len(shapes):
+            raise DamagedCheckpoint("header lists differ in length")
+        values = [_restore_dtype(npz[f"a{i}"], name) for i, name in enumerate(dtypes)]
     except DamagedCheckpoint:
         raise
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:

@@ -32,6 +32,7 @@ from batchscale.core.trial_state import is_finished
 from batchscale.store.compatibility import STUDY_SPEC_KEY, check_same_study, stored_spec_dict
 from batchscale.store.filesystem import Storage, open_root
 from batchscale.store.json_files import read_json_object
+from batchscale.store.npz_files import read_npz
 
 
 class StudyStore:
@@ -169,8 +170,8 @@ class StudyStore:
         return json.loads(self.fs.read_text(f"datasets/{name}/info.json"))
 
     def read_split(self, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
-        with np.load(io.BytesIO(self.fs.read_bytes(f"datasets/{name}/{split}.npz"))) as data:
-            return data["x"], data["y"]
+        data = read_npz(self.fs.read_bytes(f"datasets/{name}/{split}.npz"))
+        return data["x"], data["y"]
 
 
 def _claimed_budget(study_json: dict | None) -> int | None:

@@ -23,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from batchscale.store.npz_files import read_npz
+
 RAGGED = ".values"
 
 
@@ -50,16 +52,16 @@ def encode_shard(examples: list[dict]) -> bytes:
 def decode_shard(data: bytes) -> dict[str, np.ndarray | list[np.ndarray]]:
     """Fields of one shard: arrays for fixed-shape fields, lists of 1-D arrays for ragged."""
     out: dict = {}
-    with np.load(io.BytesIO(data)) as npz:
-        for key in npz.files:
-            if key.endswith(".offsets"):
-                continue
-            if key.endswith(RAGGED):
-                name = key[: -len(RAGGED)]
-                values, offsets = npz[key], npz[name + ".offsets"]
-                out[name] = [values[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
-            else:
-                out[key] = npz[key]
+    npz = read_npz(data)
+    for key, array in npz.items():
+        if key.endswith(".offsets"):
+            continue
+        if key.endswith(RAGGED):
+            name = key[: -len(RAGGED)]
+            offsets = npz[name + ".offsets"]
+            out[name] = [array[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+        else:
+            out[key] = array
     return out
 
 

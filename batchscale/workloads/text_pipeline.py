@@ -13,11 +13,11 @@ clip length, so a jitted model sees few shapes: 16, 32 and 64 in training.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from batchscale.store.npz_files import read_npz
 from batchscale.workloads.dataset_record import DatasetInfo
 from batchscale.workloads.inputs import InputPipeline
 from batchscale.workloads.shards import ShardReader
@@ -41,11 +41,11 @@ class Ragged:
 
     @classmethod
     def from_npz(cls, data: bytes, field: str = "tokens") -> Ragged:
-        with np.load(io.BytesIO(data)) as npz:
-            if f"{field}.values" in npz.files:
-                return cls(npz[f"{field}.values"], npz[f"{field}.offsets"])
-            stacked = npz[field]  # every sentence of the shard had the same length
-            return cls(stacked.reshape(-1), np.arange(len(stacked) + 1) * stacked.shape[1])
+        npz = read_npz(data)
+        if f"{field}.values" in npz:
+            return cls(npz[f"{field}.values"], npz[f"{field}.offsets"])
+        stacked = npz[field]  # every sentence of the shard had the same length
+        return cls(stacked.reshape(-1), np.arange(len(stacked) + 1) * stacked.shape[1])
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
