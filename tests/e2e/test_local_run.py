@@ -73,14 +73,16 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
 
 @pytest.mark.slow
 def test_new_workload_from_a_spec_only_on_a_gcs_store(gcs_emulator, tmp_path):
-    """A workload beyond the quickstart's (ResNet-8), named in a spec that gives no goal,
-    search space or schedule (the workload's defaults fill them), runs through the same
-    pipeline with a gs:// store (GCS emulator, real client in every task)."""
+    """A workload other than the quickstart's (8x8 digits, the fastest real data; ResNet-8
+    and every other workload train in tests/integration/test_workload_training.py), named
+    in a spec that gives no goal, search space or schedule (the workload's defaults fill
+    them), runs through the same pipeline with a gs:// store (GCS emulator, real client in
+    every task)."""
     root = f"gs://{gcs_emulator['bucket']}/e2e"
     spec_file = tmp_path / "toy.yaml"
     spec_file.write_text(yaml.safe_dump({
-        "name": "toy", "store": root, "workload": {"dataset": "mnist_5k", "model": "resnet_8"},
-        "batch_sizes": [32], "trials_per_batch_size": 2, "max_steps": 40, "max_rounds": 2,
+        "name": "toy", "store": root, "workload": {"dataset": "digits", "model": "fc_128_128"},
+        "batch_sizes": [32], "trials_per_batch_size": 2, "max_steps": 10, "max_rounds": 2,
         "evaluation": {"train_examples": 200}}))  # two rounds: enough to see one added
     out, _ = _batchscale("run", "--local", str(spec_file), cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
@@ -91,12 +93,12 @@ def test_new_workload_from_a_spec_only_on_a_gcs_store(gcs_emulator, tmp_path):
     from batchscale.validation import parse_spec
 
     store = StudyStore(root)
-    assert store.has_dataset("mnist_5k")
+    assert store.has_dataset("digits")
     spec = parse_spec(store.read_spec_dict("toy"))
     assert spec.goals[0].value == 0.1 and {p.name for p in spec.search_space} == {"learning_rate", "momentum"}
     study = load_study(f"{root}/toy")
-    assert study.model == "resnet_8"
-    # the pipeline's search rounds ran: 40 steps are too few for the goal, so later rounds
+    assert study.model == "fc_128_128"
+    # the pipeline's search rounds ran: 10 steps are too few for the goal, so later rounds
     # re-searched wider ranges (trials 3, 4, ...), each trial trained and recorded
     rounds = store.read_rounds(spec, 32)
     ids = [i for r in rounds for i in r.trial_ids]

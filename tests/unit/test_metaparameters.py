@@ -217,10 +217,7 @@ def test_lr_momentum_scatter_svg_panels_and_degenerate_inputs():
     many = _image(lr_momentum_scatter(_scatter_trials([2 ** k for k in range(20)]), None, None,
                                       "many", max_panels=4))
     four = _image(lr_momentum_scatter(_scatter_trials([1, 2, 4, 8]), None, None, "four"))
-    assert many.size == four.size
-    twelve = _image(lr_momentum_scatter(_scatter_trials([2 ** k for k in range(20)]), None, None,
-                                        "twelve"))
-    assert twelve.height > 1.8 * four.height  # 4 rows of 3 against 2
+    assert many.size == four.size  # 12 panels, 4 rows of 3: tests/unit/test_plots.py
     no_reach = trials.assign(reached=False)
     for args in [
         (no_reach, summary.assign(best_trial=None), space),           # nobody reached
