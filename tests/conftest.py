@@ -3,8 +3,8 @@
 Tiers by cost, assigned by folder (a test's marker is its folder's name):
 
 - ``unit`` (tests/unit): no subprocess, no network, no emulator, no training beyond a few
-  steps; the whole tier runs in under a minute on a 2-core machine. tests/unit/conftest.py
-  fails a unit test that starts a process or opens a connection.
+  steps; the whole tier runs in about two minutes on two workers (docs/testing.md).
+  tests/unit/conftest.py fails a unit test that starts a process or opens a connection.
 - ``integration`` (tests/integration): the GCS emulator, the KFP REST stand-in, kustomize,
   hadolint, the headless browser, subprocesses, short trials, KFP components run alone.
 - ``e2e`` (tests/e2e): whole studies through ``batchscale run --local`` (kfp.local).
@@ -16,7 +16,10 @@ time (the sum of its tests' setup, call and teardown) and the whole run's wall t
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -32,6 +35,25 @@ GCS_TEST_BUCKET = "batchscale-test"
 # Keras picks its backend once, at first import: tests that train in-process use JAX
 # (the trainer's default); the TensorFlow backend is exercised in subprocesses.
 os.environ.setdefault("KERAS_BACKEND", "jax")
+
+
+def _share_jax_compilations() -> None:
+    """One JAX compilation cache for the whole run: the pytest process, its xdist workers
+    (started later, they inherit this environment) and every subprocess and kfp.local task
+    they start. Many tests train the same small models in fresh processes (packs, kill -9
+    and resume, search rounds), and each compiled the same step again. The key includes
+    the computation, the XLA flags and the backend, so a hit is the executable a fresh
+    compile would give. A folder of this run only, removed when it ends; a run given
+    JAX_COMPILATION_CACHE_DIR keeps that one."""
+    if "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return
+    folder = tempfile.mkdtemp(prefix="batchscale-tests-jax-cache-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+
+
+_share_jax_compilations()
 
 TIERS = ("unit", "integration", "e2e")
 _TESTS = Path(__file__).resolve().parent
