@@ -12,8 +12,11 @@ Layout: one TensorBoard *run* per trial,
 ``<study>/tensorboard/batch_size=<B>/trial=<id>/`` (numbers zero-padded so that runs sort
 by batch size, then trial; the HParams dashboard also sorts by the ``batch_size`` hparam).
 A run holds one file per process that trained the trial, named
-``events.out.tfevents.<epoch seconds>.<host>.<pid>.batchscale`` so that later processes'
-files sort after earlier ones, as TensorBoard expects. Each such *segment* holds the
+``events.out.tfevents.<epoch seconds to the microsecond>.<host>.<pid>.<n>.batchscale``
+(``n`` counts this process's segments) so that later segments sort after earlier ones,
+as TensorBoard reads them, and no two share a name: whole seconds alone gave two
+segments one name when a trial was stopped and resumed within a second in one process,
+and the second overwrote the first. Each such *segment* holds the
 trial's whole history as that process knows it (rows restored from a checkpoint, then its
 own) and begins with ``SessionLog.START`` at its first step, which tells TensorBoard to
 drop what earlier segments recorded from that step on: a trial resumed from a checkpoint
@@ -27,6 +30,7 @@ each new record once.
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import socket
 
@@ -43,10 +47,15 @@ def run_dir(study: str, batch_size: int, trial_id: int) -> str:
     return f"{study}/{TENSORBOARD_DIR}/{run_name(batch_size, trial_id)}"
 
 
+_SEGMENTS = itertools.count(1)  # segments this process has started
+
+
 def segment_name(started: float) -> str:
-    """The file name of a segment started at ``started`` (epoch seconds) by this process."""
+    """The file name of a segment started at ``started`` (epoch seconds) by this process:
+    unique, and in the order segments start (while epoch seconds have ten digits)."""
     host = "".join(c if c.isalnum() or c in "-_" else "-" for c in socket.gethostname()) or "host"
-    return f"events.out.tfevents.{int(started):010d}.{host}.{os.getpid()}.batchscale"
+    return (f"events.out.tfevents.{started:017.6f}.{host}.{os.getpid()}.{next(_SEGMENTS)}"
+            ".batchscale")
 
 
 class EventStream:
