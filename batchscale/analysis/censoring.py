@@ -27,9 +27,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from batchscale.core import protocols as _protocols
 from batchscale.core.errors import SpecError
 from batchscale.core.goals import Goal
-from batchscale.core.names import PROTOCOLS
 from batchscale.store.compatibility import STUDY_SPEC_KEY
 
 EARLY_STOPS = ("goal", "race")  # stop_reason of a trial stopped before its budget
@@ -61,7 +61,7 @@ def batch_protocol(study_json: dict, ours: bool) -> str:
     false) and "full" for the paper's database (its early stopping ended trials as
     INCOMPLETE, which are not counted; COMPLETE trials ran to their budget)."""
     protocol = study_json.get("protocol")
-    if protocol in PROTOCOLS:
+    if _protocols.find(protocol) is not None:
         return protocol
     return "goal" if ours or written_by_batchscale(study_json) else "full"
 
@@ -75,7 +75,7 @@ def protocols(study) -> dict[int, str]:
 def study_protocol(study) -> str:
     """The study's protocol; a study that switched between goal and race says "goal+race"."""
     found = set(protocols(study).values()) or {"full"}
-    return "+".join(p for p in PROTOCOLS if p in found)
+    return "+".join(p for p in _protocols.names() if p in found)
 
 
 def stopping_goals(study) -> tuple[Goal, ...]:

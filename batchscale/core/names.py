@@ -67,12 +67,7 @@ ALL_SCHEDULE_PARAMETERS = ("learning_rate", *_DECAY, "power", "decay_events", "w
 # ---- trials --------------------------------------------------------------------------
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")  # the paper's database's trial statuses
 DONE_STATUSES = ("COMPLETE", "INFEASIBLE")  # a re-run never trains these again
-# When a trial stops before its budget (the spec's ``protocol``): ``full`` never (every
-# trial to its budget, the paper's protocol); ``goal`` once it beats every goal; ``race``
-# also once its step passes the earliest crossing of each goal it has not beaten that
-# another trial of its batch size already made (steps to result cannot change: it is a
-# minimum). See batchscale.training.trainer.trial_outcome.
-PROTOCOLS = ("full", "goal", "race")
+# Stopping protocols (the spec's ``protocol``) are records: batchscale.core.protocols.
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 BACKENDS = ("jax", "tensorflow")

@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass, field
 
 from batchscale.core.errors import SpecError, fail_field  # noqa: F401  (re-exported)
 from batchscale.core.goals import Goal  # noqa: F401  (a StudySpec field's type)
-from batchscale.core.names import BACKENDS, PRECISIONS, PROTOCOLS  # noqa: F401  (allowed values)
+from batchscale.core.names import BACKENDS, PRECISIONS  # noqa: F401  (allowed values)
+from batchscale.core.protocols import DEFAULT as DEFAULT_PROTOCOL
+from batchscale.core.protocols import StoppingProtocol
 
 SCALES = ("linear", "log", "reverse_log", "discrete")
 DIRECTIONS = ("minimize", "maximize")
@@ -176,11 +178,12 @@ class StudySpec:
     # trial writes its checkpoint. Neither changes any trial's result.
     pack_size: int = 0
     checkpoint_seconds: float = 120.0
-    # The paper's protocol (batchscale.protocol): when trials stop (PROTOCOLS), how many
+    # The paper's protocol: when trials stop (a ``core.protocols`` record; its name in
+    # ``to_dict``), how many
     # search rounds a study may run (round 1 samples the search space; later rounds top up
     # non-divergent trials and re-search batch sizes whose best trial sits at an edge), and
     # how many trials a batch size may reach in all (0: DEFAULT_TRIAL_CAP_FACTOR x trials).
-    protocol: str = "goal"
+    protocol: StoppingProtocol = DEFAULT_PROTOCOL
     max_rounds: int = 3
     max_trials_per_batch_size: int = 0
     # USD per device-hour for cost to result (``batchscale.core.prices``): 0 uses the
@@ -198,6 +201,7 @@ class StudySpec:
         d = asdict(self)
         d["search_space"] = {p.pop("name"): _compact(p) for p in d["search_space"]}
         d["max_steps"] = {str(b): s for b, s in self.max_steps.items()}
+        d["protocol"] = self.protocol.name
         return json.loads(json.dumps(d))  # tuples -> lists: plain JSON types only
 
     def fingerprint(self) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from batchscale.core import protocols
 from batchscale.core.goals import GOAL_SYNTAX, check_goal, parse_goal
-from batchscale.core.names import PROTOCOLS, SCHEDULES
+from batchscale.core.names import SCHEDULES
 from batchscale.core.spec import (
     BACKENDS,
     DIRECTIONS,
@@ -83,11 +84,9 @@ def parse_spec(raw: dict) -> StudySpec:
     if checkpoint_seconds <= 0:
         _fail("checkpoint_seconds", f"{checkpoint_seconds} must be a number > 0 (seconds between "
               "checkpoints of an unfinished trial)")
-    protocol = raw.get("protocol", "goal")
-    if protocol not in PROTOCOLS:
-        _fail("protocol", f"unknown protocol {protocol!r}; allowed: full (every trial to its budget, "
-              "as the paper), goal (stop once every goal is beaten), race (also stop once a trial "
-              "can no longer beat its batch size's best)")
+    protocol = protocols.find(raw.get("protocol", protocols.DEFAULT.name))
+    if protocol is None:
+        _fail("protocol", f"unknown protocol {raw.get('protocol')!r}; allowed: {protocols.allowed_text()}")
     max_rounds = as_integer_in("max_rounds", raw.get("max_rounds", 3), 1, MAX_ROUNDS)
     cap = as_integer_in("max_trials_per_batch_size", raw.get("max_trials_per_batch_size", 0), 0,
                         MAX_TRIALS_PER_BATCH_SIZE)
