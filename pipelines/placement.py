@@ -1,4 +1,4 @@
-"""Where each task runs: the accelerator presets, in one place.
+"""Where each task runs: each preset's facts (``batchscale.core.presets``) as pod settings.
 
 A preset is everything a trainer pod needs to land on one kind of GKE node: the
 accelerator resource and count, the node selectors and tolerations of the node pools in
@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 from batchscale.core.images import LIGHT as LIGHT_NAME
 from batchscale.core.images import TRAINER_GPU, TRAINER_TPU
+from batchscale.core.presets import GPU, TPU, PresetFacts
+from batchscale.core.presets import PRESETS as PRESET_FACTS
 
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
@@ -68,42 +70,27 @@ class Preset:
 _SPOT = Toleration(SPOT_LABEL, operator="Equal", value="true")
 
 
-def _gpu(label: str, machine: str, cpu: str, memory: str, what: str) -> Preset:
-    return Preset(
-        cpu=cpu, memory=memory, image=TRAINER_GPU, accelerator=GPU_RESOURCE, accelerator_count=1,
-        node_selectors={"cloud.google.com/gke-accelerator": label, SPOT_LABEL: "true"},
-        tolerations=(Toleration(GPU_RESOURCE), _SPOT), machine_type=machine, description=what)
+def _pod(facts: PresetFacts) -> Preset:
+    """The pod settings of a preset (``batchscale.core.presets``): its node pool's
+    selectors and tolerations (``manifests/overlays/``), its accelerator and its image."""
+    common = {"cpu": facts.cpu, "memory": facts.memory, "cpu_limit": facts.cpu_limit,
+              "memory_limit": facts.memory_limit, "machine_type": facts.machine_type,
+              "description": facts.description, "max_pack": facts.max_pack,
+              "pack_timeout_seconds": facts.pack_timeout_seconds}
+    if facts.kind == GPU:
+        return Preset(**common, image=TRAINER_GPU, accelerator=GPU_RESOURCE,
+                      accelerator_count=facts.devices, tolerations=(Toleration(GPU_RESOURCE), _SPOT),
+                      node_selectors={"cloud.google.com/gke-accelerator": facts.name, SPOT_LABEL: "true"})
+    if facts.kind == TPU:
+        return Preset(**common, image=TRAINER_TPU, accelerator=TPU_RESOURCE,
+                      accelerator_count=facts.devices, tolerations=(Toleration(TPU_RESOURCE), _SPOT),
+                      node_selectors={"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                                      "cloud.google.com/gke-tpu-topology": facts.topology,
+                                      SPOT_LABEL: "true"})
+    return Preset(**common)  # the cluster's default pool, the light image
 
 
-def _tpu(topology: str, chips: int, machine: str, cpu: str, memory: str) -> Preset:
-    # Several chips: one trial per pod, spread data-parallel over the chips (a small model
-    # belongs on tpu-v5e-1x1, where a pack of its trials shares the one chip).
-    return Preset(
-        cpu=cpu, memory=memory, image=TRAINER_TPU, accelerator=TPU_RESOURCE, accelerator_count=chips,
-        node_selectors={"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-                        "cloud.google.com/gke-tpu-topology": topology, SPOT_LABEL: "true"},
-        tolerations=(Toleration(TPU_RESOURCE), _SPOT), machine_type=machine,
-        description=f"TPU v5e {topology}: {chips} chip(s), one host",
-        max_pack=64 if chips == 1 else 1)
-
-
-# CPU/memory requests leave room under each machine type's allocatable for GKE's daemons.
-PRESETS: dict[str, Preset] = {
-    # A CPU pod's few cores step a vmapped pack about as fast as its trials one by one:
-    # a pack there mostly saves start-up (imports, data, compilation), which 16 trials
-    # amortise well, and a modest pack keeps the memory of a 4-8 GB pod in bounds.
-    "cpu": Preset(cpu="2", memory="4G", cpu_limit="4", memory_limit="8G",
-                  description="the cluster's default CPU pool, no accelerator", max_pack=16,
-                  pack_timeout_seconds=24 * 3600),
-    "nvidia-l4": _gpu("nvidia-l4", "g2-standard-8", "6", "24Gi", "1 NVIDIA L4 (24 GB), spot"),
-    "nvidia-a100-80gb": _gpu("nvidia-a100-80gb", "a2-ultragpu-1g", "10", "140Gi",
-                             "1 NVIDIA A100 80 GB, spot"),
-    "nvidia-h100-80gb": _gpu("nvidia-h100-80gb", "a3-highgpu-1g", "24", "200Gi",
-                             "1 NVIDIA H100 80 GB, spot"),
-    "tpu-v5e-1x1": _tpu("1x1", 1, "ct5lp-hightpu-1t", "20", "40Gi"),
-    "tpu-v5e-2x2": _tpu("2x2", 4, "ct5lp-hightpu-4t", "100", "170Gi"),
-    "tpu-v5e-2x4": _tpu("2x4", 8, "ct5lp-hightpu-8t", "200", "340Gi"),
-}
+PRESETS: dict[str, Preset] = {facts.name: _pod(facts) for facts in PRESET_FACTS}
 LIGHT = Preset(cpu="500m", memory="1G", memory_limit="4G")
 
 

@@ -4,7 +4,7 @@ Cost to result is time to result x devices x price per device-hour. A *device* i
 trial's batch is spread over: one GPU, one TPU chip, or, for a CPU trial, the whole set of
 cores the trial ran on (priced as that many core-hours). Prices are Google Cloud's
 on-demand list prices in us-central1 for the machine type each placement preset's node
-pool uses (``batchscale.pipelines.placement.PRESETS``), per accelerator, including the
+pool uses (``batchscale.core.presets``), per accelerator, including the
 host share that comes with it. The presets run on spot nodes, whose prices change daily
 (60-91% below these); a study that knows its own price sets ``price_per_device_hour`` in
 its spec, or ``batchscale report --price``. These figures were recorded from the public
@@ -14,6 +14,8 @@ the network): re-check them before quoting a cost, and update PRICE_DATE with th
 
 from __future__ import annotations
 
+from batchscale.core.presets import PRESETS
+
 PRICE_DATE = "2026-11-23"
 PRICE_SOURCE = ("Google Cloud on-demand list prices, us-central1: cloud.google.com/compute/"
                 "vm-instance-pricing, /compute/gpus-pricing and cloud.google.com/tpu/pricing")
@@ -22,15 +24,11 @@ PRESET_ENV = "BATCHSCALE_PRESET"  # set on cluster pods by placement.place; unse
 LOCAL_PRESET = "local"  # a run on one machine (``batchscale run --local``, ``plan``)
 
 CORE_HOUR = 0.0316  # one vCPU of an N2 machine (memory not counted)
-DEVICE_HOUR: dict[str, float] = {
-    "nvidia-l4": 0.85,  # g2-standard-8: 1 L4 and 8 vCPUs
-    "nvidia-a100-80gb": 5.07,  # a2-ultragpu-1g: 1 A100 80 GB
-    "nvidia-h100-80gb": 11.06,  # a3-highgpu-1g: 1 H100 80 GB
-    "tpu-v5e-1x1": 1.20,  # per TPU v5e chip
-    "tpu-v5e-2x2": 1.20,
-    "tpu-v5e-2x4": 1.20,
-}
-CPU_PRESETS = ("cpu", LOCAL_PRESET)  # priced per core: a device is the cores the trial ran on
+# The accelerator presets' prices per device-hour live with the rest of each preset's facts
+# (``batchscale.core.presets``: a GPU's price includes the host share of its machine type).
+DEVICE_HOUR: dict[str, float] = {p.name: p.device_hour for p in PRESETS if p.device_hour is not None}
+# Priced per core: a device is the cores the trial ran on.
+CPU_PRESETS = (*(p.name for p in PRESETS if p.device_hour is None), LOCAL_PRESET)
 
 
 def device_price(preset: str, cpu_cores: float, override: float = 0.0) -> tuple[float, str]:
