@@ -15,7 +15,7 @@ import argparse
 import re
 
 from batchscale.core.spec import SpecError, StudySpec
-from batchscale.validation import load_spec_dict, parse_spec, read_max_steps_map
+from batchscale.validation import load_spec_dict, parse_spec, with_batch_sizes
 
 # A data set or model name as the registries spell them (checked there, by parse_spec).
 _WORKLOAD_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -87,13 +87,10 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
         raw["workload"] = overrides
     if args.batch_sizes:
         try:
-            raw["batch_sizes"] = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+            sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
         except ValueError:
             raise SpecError(f"batch_sizes: {args.batch_sizes!r} must be comma-separated integers") from None
-        if isinstance(raw.get("max_steps"), dict) and args.max_steps is None:
-            known = read_max_steps_map(raw["max_steps"])
-            if known:  # new batch sizes take the largest budget given
-                raw["max_steps"] = {b: known.get(b, max(known.values())) for b in raw["batch_sizes"]}
+        raw = with_batch_sizes(raw, sizes)  # new batch sizes' budgets: validation's rule
     if args.trials is not None:
         raw["trials_per_batch_size"] = args.trials
     if args.max_steps is not None:

@@ -18,6 +18,7 @@ again resumes: finished trials are re-used.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -34,7 +35,6 @@ from batchscale.cli.options import (
     pipeline_store_arg,
 )
 from batchscale.core.spec import SpecError, StudySpec
-from batchscale.validation import parse_spec
 
 POLL_SECONDS = 3.0
 POLL_RETRY_SECONDS = 4.0  # the progress line's store calls: an outage shows within ~10 s
@@ -221,11 +221,11 @@ def failure_reason(log_text: str) -> str:
 
 
 def absolute_store(spec: StudySpec) -> StudySpec:
+    """``spec`` with a local store as an absolute path (kfp.local's tasks run elsewhere).
+    The spec is valid already: no second parse."""
     if spec.store.startswith("gs://"):
         return spec
-    raw = spec.to_dict()
-    raw["store"] = os.path.abspath(os.path.expanduser(spec.store))
-    return parse_spec(raw)
+    return dataclasses.replace(spec, store=os.path.abspath(os.path.expanduser(spec.store)))
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ starts. Every refusal is a one-line ``SpecError`` naming the field and what is a
 """
 
 from batchscale.validation.spec_files import default_spec_dict, load_spec_dict, resolve_spec, shipped_studies
-from batchscale.validation.study_spec import parse_spec, read_max_steps_map
+from batchscale.validation.study_spec import parse_spec, with_batch_sizes
 
-__all__ = ["default_spec_dict", "load_spec_dict", "parse_spec", "read_max_steps_map", "resolve_spec",
-           "shipped_studies"]
+__all__ = ["default_spec_dict", "load_spec_dict", "parse_spec", "resolve_spec", "shipped_studies",
+           "with_batch_sizes"]

@@ -203,6 +203,19 @@ def _parse_max_steps(raw, batch_sizes) -> dict[int, int]:
     return dict.fromkeys(batch_sizes, as_integer_in("max_steps", raw, 1, MAX_STEPS))
 
 
+def with_batch_sizes(raw: dict, batch_sizes: list[int]) -> dict:
+    """A raw spec with its batch sizes replaced (``--batch-sizes``): where its ``max_steps``
+    is a map, a batch size the map gives no budget takes the largest budget it gives (a
+    budget too long costs steps, one too short loses the result), and the map keeps only
+    the batch sizes studied. One integer for all stays as it is. Not parsed yet."""
+    new = {**raw, "batch_sizes": list(batch_sizes)}
+    if isinstance(raw.get("max_steps"), dict):
+        known = read_max_steps_map(raw["max_steps"])
+        if known:
+            new["max_steps"] = {b: known.get(b, max(known.values())) for b in batch_sizes}
+    return new
+
+
 def read_max_steps_map(raw: dict) -> dict[int, int]:
     """``max_steps`` as a map, batch size -> step budget, each checked. Keys may be ints,
     integral floats or digit strings (JSON and a protobuf Struct make every key a string)."""

@@ -155,3 +155,20 @@ def test_gke_settings_writes_the_file_kustomize_reads(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "project_number: 'acme-ml' is not a GCP project number" in err[0]
     assert not (tmp_path / "bad.env").exists()
+
+
+def test_run_parses_the_spec_once_in_its_process(monkeypatch, tmp_path):
+    """run --local validates the spec once in the CLI's process (flags, then an absolute
+    store path without a second parse); the pipeline's processes parse their own copy."""
+    import batchscale.cli.study as study_cli
+    import batchscale.validation.study_spec as study_spec
+
+    parses, started = [], []
+    real = study_spec.parse_workload
+    monkeypatch.setattr(study_spec, "parse_workload", lambda *a, **k: parses.append(1) or real(*a, **k))
+    monkeypatch.setattr(study_cli, "_run_pipeline", lambda spec, *rest: started.append(spec) or 0)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--local", "--store", "rel-store", "--batch-sizes", "16,64",
+                 "--work-dir", str(tmp_path / "work")]) == 0
+    assert len(parses) == 1
+    assert started[0].store == str(tmp_path / "rel-store") and started[0].batch_sizes == (16, 64)

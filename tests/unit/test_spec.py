@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from batchscale.core.spec import SpecError
-from batchscale.validation import default_spec_dict, load_spec_dict, parse_spec, resolve_spec
+from batchscale.validation import default_spec_dict, load_spec_dict, parse_spec, resolve_spec, with_batch_sizes
 
 
 def _floats(x):
@@ -284,3 +284,17 @@ def test_build_spec_maps_budgets_onto_new_batch_sizes_and_refuses_bad_keys(tmp_p
     with pytest.raises(SpecError, match="^workload: must be a mapping"):
         path.write_text(yaml.safe_dump({**default_spec_dict(), "workload": "mnist_5k"}))
         build_spec(_flags(str(path), "--model", "fc_32"))
+
+
+def test_new_batch_sizes_take_the_largest_budget_of_the_map():
+    """The budget rule for --batch-sizes lives in validation: a batch size the max_steps
+    map does not name gets its largest budget; the map keeps only the sizes studied; one
+    integer for all stays; the raw spec itself is not changed."""
+    raw = {**default_spec_dict(), "max_steps": {8: 900, "64": 300, 512: 100}}
+    before = copy.deepcopy(raw)
+    grown = with_batch_sizes(raw, [8, 16, 512, 2048])
+    assert grown["batch_sizes"] == [8, 16, 512, 2048]
+    assert grown["max_steps"] == {8: 900, 16: 900, 512: 100, 2048: 900}
+    assert raw == before
+    assert parse_spec(grown).max_steps == {8: 900, 16: 900, 512: 100, 2048: 900}
+    assert with_batch_sizes({**raw, "max_steps": 250}, [32])["max_steps"] == 250
