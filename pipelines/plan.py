@@ -15,6 +15,7 @@ from batchscale.components.plan_study import plan_study
 from batchscale.components.prepare_data import prepare_data
 from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
 from batchscale.core.images import image_reference
+from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
 from batchscale.core.spec import StudySpec
 from batchscale.pipelines.placement import LIGHT, get_preset, place
 
@@ -25,7 +26,7 @@ def plan_pipeline_name(preset: str) -> str:
     return f"batchscale-plan-{preset}"
 
 
-def build_plan_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cpu",
+def build_plan_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_PRESET,
                         images: dict[str, str] | None = None):
     """The plan pipeline function, with ``spec`` (and ``store_root``) as parameter defaults."""
     from kfp import kubernetes
@@ -50,7 +51,7 @@ def build_plan_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cp
     return plan_pipeline
 
 
-def compile_plan_pipeline(spec: StudySpec, output: str, store_root: str = "", preset: str = "cpu",
+def compile_plan_pipeline(spec: StudySpec, output: str, store_root: str = "", preset: str = DEFAULT_PRESET,
                           images: dict[str, str] | None = None) -> str:
     from kfp import compiler
 

@@ -69,6 +69,7 @@ from batchscale.components.prepare_data import prepare_data
 from batchscale.components.train_pack import train_pack
 from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
 from batchscale.core.images import image_reference
+from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
 from batchscale.core.spec import StudySpec
 from batchscale.pipelines.placement import LIGHT, get_preset, pack_size_for, place
 
@@ -84,7 +85,7 @@ def pipeline_name(preset: str) -> str:
     return f"batchscale-study-{preset}"
 
 
-def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cpu",
+def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_PRESET,
                    images: dict[str, str] | None = None, retries: int = PACK_RETRIES):
     """The pipeline function, with ``spec`` (and ``store_root``) as parameter defaults.
 
@@ -148,7 +149,7 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = "cpu",
     return study_pipeline
 
 
-def compile_pipeline(spec: StudySpec, output: str, store_root: str = "", preset: str = "cpu",
+def compile_pipeline(spec: StudySpec, output: str, store_root: str = "", preset: str = DEFAULT_PRESET,
                      images: dict[str, str] | None = None) -> str:
     from kfp import compiler
 

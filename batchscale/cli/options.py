@@ -117,9 +117,10 @@ def _workload_start(args: argparse.Namespace) -> dict:
 
 def add_placement_args(parser: argparse.ArgumentParser) -> None:
     """--preset and --images: where the trainer runs and which built images the pipeline names."""
+    from batchscale.core.presets import DEFAULT
     from batchscale.pipelines.placement import PRESETS
 
-    parser.add_argument("--preset", default="cpu", choices=list(PRESETS),
+    parser.add_argument("--preset", default=DEFAULT, choices=list(PRESETS),
                         help="trainer placement preset (default: cpu); see `batchscale presets`")
     parser.add_argument("--images", metavar="FILE",
                         help="skaffold's --file-output JSON (e.g. build/images.json): the built "

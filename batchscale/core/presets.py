@@ -54,17 +54,18 @@ def _tpu(topology: str, chips: int, machine: str, cpu: str, memory: str) -> Pres
                        1.20, topology=topology, max_pack=64 if chips == 1 else 1)  # per v5e chip
 
 
-PRESETS: tuple[PresetFacts, ...] = (
-    # A CPU pod's few cores step a vmapped pack about as fast as its trials one by one:
-    # a pack there mostly saves start-up (imports, data, compilation), which 16 trials
-    # amortise well, and a modest pack keeps the memory of a 4-8 GB pod in bounds.
-    PresetFacts("cpu", CPU, 1, "2", "4G", "the cluster's default CPU pool, no accelerator",
-                cpu_limit="4", memory_limit="8G", max_pack=16, pack_timeout_seconds=24 * 3600),
-    _gpu("nvidia-l4", "g2-standard-8", "6", "24Gi", "1 NVIDIA L4 (24 GB), spot", 0.85),
-    _gpu("nvidia-a100-80gb", "a2-ultragpu-1g", "10", "140Gi", "1 NVIDIA A100 80 GB, spot", 5.07),
-    _gpu("nvidia-h100-80gb", "a3-highgpu-1g", "24", "200Gi", "1 NVIDIA H100 80 GB, spot", 11.06),
-    _tpu("1x1", 1, "ct5lp-hightpu-1t", "20", "40Gi"),
-    _tpu("2x2", 4, "ct5lp-hightpu-4t", "100", "170Gi"),
-    _tpu("2x4", 8, "ct5lp-hightpu-8t", "200", "340Gi"),
-)
+# A CPU pod's few cores step a vmapped pack about as fast as its trials one by one: a pack
+# there mostly saves start-up (imports, data, compilation), which 16 trials amortise well,
+# and a modest pack keeps the memory of a 4-8 GB pod in bounds.
+CPU_POOL = PresetFacts("cpu", CPU, 1, "2", "4G", "the cluster's default CPU pool, no accelerator",
+                       cpu_limit="4", memory_limit="8G", max_pack=16, pack_timeout_seconds=24 * 3600)
+L4 = _gpu("nvidia-l4", "g2-standard-8", "6", "24Gi", "1 NVIDIA L4 (24 GB), spot", 0.85)
+A100 = _gpu("nvidia-a100-80gb", "a2-ultragpu-1g", "10", "140Gi", "1 NVIDIA A100 80 GB, spot", 5.07)
+H100 = _gpu("nvidia-h100-80gb", "a3-highgpu-1g", "24", "200Gi", "1 NVIDIA H100 80 GB, spot", 11.06)
+V5E_1X1 = _tpu("1x1", 1, "ct5lp-hightpu-1t", "20", "40Gi")
+V5E_2X2 = _tpu("2x2", 4, "ct5lp-hightpu-4t", "100", "170Gi")
+V5E_2X4 = _tpu("2x4", 8, "ct5lp-hightpu-8t", "200", "340Gi")
+
+PRESETS: tuple[PresetFacts, ...] = (CPU_POOL, L4, A100, H100, V5E_1X1, V5E_2X2, V5E_2X4)
 BY_NAME: dict[str, PresetFacts] = {p.name: p for p in PRESETS}
+DEFAULT = CPU_POOL.name  # what a pipeline is compiled for unless --preset says otherwise

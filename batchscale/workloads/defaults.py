@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from batchscale.core.goals import Goal
+from batchscale.core.presets import A100, CPU_POOL, H100, L4, V5E_2X2, V5E_2X4
 
 _LR_MOMENTUM = {
     "learning_rate": {"scale": "log", "min": 1e-3, "max": 1.0},
@@ -59,7 +60,7 @@ class WorkloadDefaults:
     fixed: dict = field(default_factory=dict)
     trials: int = 100
     batch_sizes: tuple[int, ...] = ()
-    accelerators: tuple[str, ...] = ("cpu",)
+    accelerators: tuple[str, ...] = (CPU_POOL.name,)
     note: str = ""
     paper_dataset: str = ""  # the data set's name in the paper's database, where it differs
     pack_capacity: int = 1  # trials of this model one accelerator trains together
@@ -77,8 +78,8 @@ def _pow2(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(2 ** k for k in range(lo, hi + 1))
 
 
-_GPU = ("nvidia-l4", "nvidia-a100-80gb", "nvidia-h100-80gb")
-_BIG = ("nvidia-a100-80gb", "nvidia-h100-80gb", "tpu-v5e-2x2", "tpu-v5e-2x4")
+_GPU = (L4.name, A100.name, H100.name)
+_BIG = (A100.name, H100.name, V5E_2X2.name, V5E_2X4.name)
 _CLASSIFY = "classification_error"
 
 WORKLOADS = [
@@ -101,12 +102,12 @@ WORKLOADS = [
         "mnist", "simple_cnn_base", {"metric": _CLASSIFY, "value": 0.01},
         {**_LR_MOMENTUM, "label_smoothing": {"scale": "discrete", "values": [0.0, 0.01, 0.1]}},
         epochs=40, min_steps=500, max_steps=200_000, batch_sizes=_pow2(1, 14),
-        accelerators=("cpu", "nvidia-l4"), pack_capacity=32),
+        accelerators=(CPU_POOL.name, L4.name), pack_capacity=32),
     WorkloadDefaults(
         "fashion_mnist", "simple_cnn_base", {"metric": _CLASSIFY, "value": 0.1},
         {**_LR_MOMENTUM, "label_smoothing": {"scale": "discrete", "values": [0.0, 0.01, 0.1]}},
         epochs=40, min_steps=500, max_steps=200_000, batch_sizes=_pow2(1, 15),
-        accelerators=("cpu", "nvidia-l4"), pack_capacity=32),
+        accelerators=(CPU_POOL.name, L4.name), pack_capacity=32),
     WorkloadDefaults(
         "cifar_10", "resnet_8", {"metric": _CLASSIFY, "value": 0.3},
         {**_LR_MOMENTUM, **_LINEAR_DECAY}, schedule="linear",
