@@ -28,8 +28,9 @@ import time
 
 import pandas as pd
 
+from batchscale.core import protocols
+
 DEFAULT_STUDIES = ("quickstart", "--workload digits/fc_32 --trials 16")
-PROTOCOLS = ("full", "goal", "race")
 
 
 def run_study(args: list[str], protocol: str, store: str, work: str) -> float:
@@ -59,7 +60,7 @@ def measure(store: str) -> tuple[dict, pd.DataFrame]:
     figures = {
         "trials": len(meta), "diverged": int((meta["status"] == "INFEASIBLE").sum()),
         "steps": int(steps.sum()), "examples": int((steps * meta["batch_size"]).sum()),
-        "raced": int((meta.get("stop_reason") == "race").sum()),
+        "raced": int((meta.get("stop_reason") == protocols.STOP_RACE).sum()),
     }
     table = pd.concat([steps_to_result(study, goal)[["goal", "batch_size", "steps_to_result",
                                                      "best_trial"]] for goal in study.goals])
@@ -69,16 +70,17 @@ def measure(store: str) -> tuple[dict, pd.DataFrame]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", help="folder for the stores and logs (default: a new temp folder)")
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS))
+    parser.add_argument("--protocols", default=",".join(protocols.names()),
+                        help="comma-separated (default: every known protocol)")
     parser.add_argument("--study", action="append", help="SPEC and flags of `batchscale run`")
     args = parser.parse_args(argv)
     work = args.work or tempfile.mkdtemp(prefix="protocols-")
     os.makedirs(work, exist_ok=True)
-    protocols = args.protocols.split(",")
+    chosen = args.protocols.split(",")
     print(f"stores and logs in {work}")
     for index, study in enumerate(args.study or DEFAULT_STUDIES):
         results = {}
-        for protocol in protocols:
+        for protocol in chosen:
             store = os.path.join(work, f"study{index}-{protocol}")
             seconds = run_study(shlex.split(study), protocol, store, work)
             figures, table = measure(store)

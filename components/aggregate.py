@@ -16,7 +16,7 @@ def aggregate(study_spec: dict, store_root: str,
     outcome); the report then names the trials still missing. Returns the report's location."""
     from batchscale.analysis.report import kfp_metrics, report_study
     from batchscale.analysis.report_pages import format_table
-    from batchscale.protocol.planner import planned_trials
+    from batchscale.rounds.planner import planned_trials
     from batchscale.store.layout import StudyStore
     from batchscale.validation import resolve_spec
 

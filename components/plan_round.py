@@ -13,7 +13,7 @@ def plan_round(study_spec: dict, store_root: str, dataset_location: str, pack_si
     """The packs (dicts: pack_id, batch_size, trial_ids) of stage ``stage``: the trials
     still unfinished, and the round this stage adds where the store's results ask for one
     (top-up, re-search). Stage 1 registers the study. Empty when there is nothing to do."""
-    from batchscale.protocol.planner import plan_stage
+    from batchscale.rounds.planner import plan_stage
     from batchscale.store.layout import StudyStore
     from batchscale.validation import resolve_spec
 

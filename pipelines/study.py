@@ -8,7 +8,7 @@ them together in one pod. The pack size is resolved when the pipeline is built
 (``pack_size_for(spec, preset)``) and passed as a constant, so a paper-size study is
 ~100-200 loop iterations, not one per trial.
 
-Rounds (the paper's protocol, ``batchscale.protocol.planner``): round 1 trains the
+Rounds (the paper's protocol, ``batchscale.rounds.planner``): round 1 trains the
 search; each later round's ``plan_round`` reads what the earlier ones left in the store
 and adds trials where the protocol asks for them (top-up of non-divergent trials,
 re-search at an edge of the searched range); a round with nothing to add has an empty

@@ -251,3 +251,23 @@ class StopAfter:
     def requested(self) -> bool:
         self.checks -= 1
         return self.checks < 0
+
+
+PROTOCOL_PLUGIN = "tests.stand_ins.protocol_plugin"  # registers the test-only "goal_alone"
+
+
+@pytest.fixture
+def protocol_plugin(monkeypatch):
+    """``BATCHSCALE_PLUGINS`` names the test-only protocol plugin for this test (and every
+    process it starts); the protocol table is as before once the test ends. Yields the
+    plugin module's name. Tests must not import the plugin themselves: an import outside
+    this fixture would register its protocol for the rest of the process."""
+    import sys
+
+    from batchscale.core import protocols
+
+    monkeypatch.setenv(protocols.PLUGINS_VARIABLE, PROTOCOL_PLUGIN)
+    monkeypatch.setattr(protocols, "_TABLE", dict(protocols._TABLE))
+    monkeypatch.setattr(protocols, "_plugins_loaded", set(protocols._plugins_loaded))
+    monkeypatch.delitem(sys.modules, PROTOCOL_PLUGIN, raising=False)
+    yield PROTOCOL_PLUGIN

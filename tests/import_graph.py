@@ -23,7 +23,7 @@ LAYERS = {
     "batchscale.validation": 3,
     "batchscale.training": 4,
     "batchscale.analysis": 4,
-    "batchscale.protocol": 4,
+    "batchscale.rounds": 4,
     "batchscale.planning": 5,  # probes (training) and the step-time rule (analysis)
     "batchscale.components": 6,
     "batchscale.pipelines": 7,

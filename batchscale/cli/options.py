@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from batchscale.core import protocols
 from batchscale.core.spec import SpecError, StudySpec
 from batchscale.validation import load_spec_dict, parse_spec, with_batch_sizes
 
@@ -47,10 +48,8 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--parallelism", type=_flag_number, help="pack tasks run at once")
     group.add_argument("--pack-size", type=_flag_number, metavar="K",
                        help="trials per pack task (default 0: from the workload and --preset)")
-    group.add_argument("--protocol", help="when trials stop: full (every trial to its budget, as "
-                       "the paper), goal (once every goal is beaten; default) or race (also once a "
-                       "trial can no longer beat its batch size's best: 3x fewer steps, the same "
-                       "steps to result, an approximate regime fit)")
+    group.add_argument("--protocol", help="when trials stop (the stopping protocol): "
+                       + protocols.allowed_text(mark_default=True))
     group.add_argument("--max-rounds", type=_flag_number, metavar="R",
                        help="search rounds (top-ups and re-searches at the edges; default 3)")
     group.add_argument("--price", type=_flag_number, dest="price_per_device_hour",

@@ -2,7 +2,7 @@
 
 The paper re-searched a batch size "if the optimal trial occurred near the boundary of
 the search space" (Section 3). The report's edge warnings (``analysis.metaparameters``)
-and the round planner that re-searches such batch sizes (``batchscale.protocol``) both
+and the round planner that re-searches such batch sizes (``batchscale.rounds``) both
 ask ``search_edge``; ranges are in the paper's study.json ``parameter_configs`` form.
 
 Scales: LOG_SCALE measures log(v); REVERSE_LOG_SCALE measures −log(1−v), so 1 − v is

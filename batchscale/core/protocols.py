@@ -178,9 +178,11 @@ def find(name: object) -> StoppingProtocol | None:
     return _TABLE.get(name) if isinstance(name, str) else None
 
 
-def allowed_text() -> str:
-    """'full (...), goal (...), race (...)': what a spec or flag may name."""
-    return ", ".join(f"{p.name} ({p.summary})" for p in all_protocols())
+def allowed_text(mark_default: bool = False) -> str:
+    """'full (...), goal (...), race (...)': what a spec or flag may name (``mark_default``:
+    '; default' after the summary of ``DEFAULT``, as the CLI's help says it)."""
+    return ", ".join(f"{p.name} ({p.summary}{'; default' if mark_default and p is DEFAULT else ''})"
+                     for p in all_protocols())
 
 
 def early_stop_reasons() -> tuple[str, ...]:

@@ -7,7 +7,7 @@ same space (a *top-up*, because some trials diverged) or points of a new space (
 reached the goal). Trial ids continue across rounds, so every id keeps its meaning when
 a study grows. Each batch size's study.json records its rounds (``ROUNDS_KEY``), each
 with the range it searched in the paper's ``parameter_configs`` form; the planner
-(``batchscale.protocol.planner``) appends to them and the trainer derives a trial's
+(``batchscale.rounds.planner``) appends to them and the trainer derives a trial's
 metaparameters from the round that holds its id (``batchscale.search.trials``).
 """
 

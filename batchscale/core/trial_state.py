@@ -11,8 +11,9 @@ whatever the budget: more steps could not change its result.
 from __future__ import annotations
 
 from batchscale.core.names import DONE_STATUSES
+from batchscale.core.protocols import STOP_BUDGET
 
-BUDGET_STOP = "budget"  # metadata stop_reason of a trial that spent its step budget
+BUDGET_STOP = STOP_BUDGET  # stop_reason of a trial that spent its budget (core.protocols)
 
 
 def is_finished(metadata: dict | None, max_steps: int) -> bool:

@@ -8,11 +8,13 @@ The model (each assumption stated in what ``batchscale plan`` prints):
   S_min is an upper estimate.
 - The probe runs stand in for the search's trials: a probe run that reached the goal at
   step s costs a trial at batch size B about s x S(B) / S(b) steps; one that did not, or
-  diverged, costs the budget. Under ``full`` every trial runs to its budget (divergence
-  ignored: an upper bound); under ``goal`` a trial costs min(budget, its scaled crossing),
-  averaged over the probe runs; under ``race`` about min(budget, the earliest scaled
-  crossing), since a trial stops once another has reached the goal before it could.
-  Without any probe crossing S(B) is unknown and goal and race are estimated as full.
+  diverged, costs the budget. The protocol's ``estimate`` rule (``core.protocols``) turns
+  the budget and these scaled crossings into one trial's steps: under ``full`` every trial
+  runs to its budget (divergence ignored: an upper bound); under ``goal`` a trial costs
+  min(budget, its scaled crossing), averaged over the probe runs; under ``race`` about
+  min(budget, the earliest scaled crossing), since a trial stops once another has reached
+  the goal before it could. Without any probe crossing S(B) is unknown and goal and race
+  (every protocol that stops early) are estimated as full.
 - Trials: round 1's, N per batch size; top-ups and re-searches may add up to the trial
   cap per batch size.
 - Step times: measured per batch size where given; elsewhere interpolated log-log between
@@ -31,6 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from batchscale.core import protocols
 from batchscale.core.spec import StudySpec
 
 PACK_GUESS = 16  # trials per pack task when the spec leaves it to the preset (cpu's cap)
@@ -97,6 +100,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.3g} min" if seconds < 7200 else f"{seconds / 3600:.3g} h"
 
 
+def _stopping_early() -> str:
+    """'goal and race are': the protocols whose trials may stop before their budget."""
+    early = [p.name for p in protocols.all_protocols() if p.early_stopping]
+    return " and ".join(early) + (" are" if len(early) > 1 else " is")
+
+
 def step_time_at(batch_size: int, measured: dict[int, float]) -> tuple[float, str]:
     """Seconds per step at ``batch_size`` from measured step times: as measured, else
     interpolated log-log between the measured neighbours, else extrapolated at the time per
@@ -134,7 +143,7 @@ def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: lis
         s_min = min(reached) / (1 + b_n / probe_batch_size)
     else:
         notes.append("no probe run reached the goal, so steps to result cannot be predicted: "
-                     "goal and race are estimated as full (an upper bound)")
+                     f"{_stopping_early()} estimated as full (an upper bound)")
 
     def predicted(b: int) -> float | None:
         return None if s_min is None else s_min * (1 + b_n / b)
@@ -144,13 +153,11 @@ def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: lis
         budget = spec.max_steps[b]
         s = predicted(b)
         ratio = None if s is None else s / predicted(probe_batch_size)
-        if spec.protocol == "full" or s is None:
+        if s is None:
             per_trial = float(budget)
-        elif spec.protocol == "goal":
-            per_trial = sum(min(budget, c * ratio) if c is not None else budget
-                            for c in crossings) / len(crossings)
-        else:  # race: every trial stops about where the first one reaches the goal
-            per_trial = min(budget, min(reached) * ratio)
+        else:
+            per_trial = spec.protocol.estimate(budget, [None if c is None else c * ratio
+                                                        for c in crossings])
         seconds, how = step_time_at(b, step_times)
         steps = per_trial * n
         evaluations = sum(1 for e in evaluation_steps(budget, spec.evaluation.resolution)
@@ -167,6 +174,6 @@ def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: lis
     device_hours = sum(b.device_hours for b in per_batch)
     packs = len(spec.batch_sizes) * math.ceil(n / (spec.pack_size or min(n, PACK_GUESS)))
     wall = (device_hours * 3600 / max(1, devices) + packs * startup_seconds) / max(1, spec.parallelism)
-    return StudyEstimate(spec.protocol, s_min, b_n, tuple(per_batch), n * len(spec.batch_sizes),
+    return StudyEstimate(spec.protocol.name, s_min, b_n, tuple(per_batch), n * len(spec.batch_sizes),
                          spec.trial_cap, trained, full, device_hours, wall,
                          device_hours * price, price, price_source, tuple(notes))

@@ -2,7 +2,8 @@
 
 A study grows: more batch sizes, more trials, larger budgets, more search rounds or a
 higher trial cap, another store location, other packing, parallelism, checkpoint
-interval or price; it may switch between the ``goal`` and ``race`` protocols. Anything else (workload, search
+interval or price; it may switch between stopping protocols of one family
+(``StoppingProtocol.may_switch_to``: ``goal`` and ``race``). Anything else (workload, search
 space, fixed metaparameters, goals, schedule, evaluation, seed, backend) would mix trials
 that mean different things, so a run that changes it is refused, naming the first field
 that differs. A budget may grow, never shrink, and only when no metaparameter is a
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 
+from batchscale.core import protocols
 from batchscale.core.errors import SpecError
 from batchscale.core.spec import StudySpec
 from batchscale.store.json_files import read_json_object
@@ -26,12 +28,6 @@ STUDY_SPEC_KEY = "batchscale_study_spec"  # the spec's copy inside each study.js
 GROWS = ("batch_sizes", "trials_per_batch_size", "max_steps", "max_rounds",
          "max_trials_per_batch_size")
 FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds", "price_per_device_hour")
-# A study registered before the protocol field stopped its trials at the goals.
-LEGACY_PROTOCOL = "goal"
-# Protocols a study may switch between: both stop a trial only where its further steps
-# could not change steps to the study's goals. ``full`` trains every trial to its budget:
-# switching to or from it would leave trials that do not mean what the others do.
-EARLY_STOPPING_PROTOCOLS = ("goal", "race")
 
 
 def stored_spec_dict(fs, study: str) -> dict | None:
@@ -52,7 +48,8 @@ def check_same_study(stored: dict, spec: StudySpec, where: str) -> None:
     """Refuse ``spec`` if it changes ``stored`` (the study registered in ``where``) other
     than by growing it: one line naming the field, what it was and what is allowed."""
     new = spec.to_dict()
-    _check_protocol(stored.get("protocol", LEGACY_PROTOCOL), spec, where)
+    # A study registered before the protocol field stopped its trials at the goals.
+    _check_protocol(stored.get("protocol", protocols.LEGACY.name), spec, where)
     for key in sorted(set(stored) | set(new)):
         if key in GROWS or key in FREE or key == "protocol":
             continue
@@ -66,12 +63,33 @@ def check_same_study(stored: dict, spec: StudySpec, where: str) -> None:
 
 
 def _check_protocol(old: str, spec: StudySpec, where: str) -> None:
-    if old == spec.protocol or {old, spec.protocol} <= set(EARLY_STOPPING_PROTOCOLS):
+    """Protocols of one family stop a trial only where its further steps could not change
+    steps to the study's goals, so a study may switch between them; switching to or from
+    any other (``full`` trains every trial to its budget) would leave trials that do not
+    mean what the others do. An unknown stored name (a plugin's, not loaded) switches to
+    itself only."""
+    stored = protocols.find(old)
+    if old == spec.protocol.name or (stored is not None and stored.may_switch_to(spec.protocol)):
         return
     raise SpecError(f"protocol: differs from study {spec.name!r} in {where} ({old} there, "
-                    f"{spec.protocol} here); a study may switch between goal and race, not to "
-                    "or from full (its trials would stop at different points): choose another "
-                    "name for another study")
+                    f"{spec.protocol.name} here); {_switches_text()}, not to or from "
+                    f"{_alone_text()} (its trials would stop at different points): choose "
+                    "another name for another study")
+
+
+def _switches_text() -> str:
+    """'a study may switch between goal and race': the table's families."""
+    families: dict[str, list[str]] = {}
+    for p in protocols.all_protocols():
+        if p.family is not None:
+            families.setdefault(p.family, []).append(p.name)
+    groups = [" and ".join(names) for names in families.values() if len(names) > 1]
+    return "a study may switch between " + " or between ".join(groups or ["none"])
+
+
+def _alone_text() -> str:
+    """'full': the protocols of no family (none may switch to or from them)."""
+    return " or ".join(p.name for p in protocols.all_protocols() if p.family is None)
 
 
 def _check_budgets(stored: dict, spec: StudySpec) -> None:

@@ -1,8 +1,8 @@
-"""Published goal crossings: what the ``race`` protocol stops trials by.
+"""Published goal crossings: what a racing protocol stops trials by (``races``: ``race``).
 
 Steps to result is the earliest step at which any trial of a batch size beat the goal.
 A trial evaluated at step t >= that step, without having beaten the goal, can only beat
-it later, so training it on cannot change steps to result: ``race`` stops it. For that a
+it later, so training it on cannot change steps to result: a protocol that races stops it. For that a
 pack must know the earliest crossings of trials trained elsewhere (other pack tasks,
 other pods, an earlier run): every trial that finishes COMPLETE publishes the first step
 at which it beat each goal, as one empty file per crossing,

@@ -188,8 +188,8 @@ def paper_study_json(spec: StudySpec, batch_size: int, rounds: list[SearchRound]
         "dataset": spec.workload.dataset,
         "model": spec.workload.model,
         "optimizer": spec.workload.optimizer,
-        "early_stopping": spec.protocol != "full",
-        "protocol": spec.protocol,
+        "early_stopping": spec.protocol.early_stopping,
+        "protocol": spec.protocol.name,
         "train_steps": 0,  # every non-diverged trial counts as COMPLETE
         "max_steps": spec.max_steps[batch_size],
         "goals": [g.__dict__ for g in spec.goals],

@@ -14,7 +14,7 @@ from batchscale.analysis.metaparameters import edge_warnings
 from batchscale.analysis.steps import steps_to_result
 from batchscale.analysis.study_reader import load_study
 from batchscale.core.rounds import searched_configs
-from batchscale.protocol.planner import plan_stage, planned_trials
+from batchscale.rounds.planner import plan_stage, planned_trials
 from batchscale.search.packs import pack_trials
 from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps

@@ -11,7 +11,7 @@ import pytest
 from batchscale.core.edges import search_edge, to_scale
 from batchscale.core.rounds import SearchRound, initial_round, read_rounds, searched_configs
 from batchscale.core.spec import Parameter
-from batchscale.protocol.planner import plan_stage, planned_trials
+from batchscale.rounds.planner import plan_stage, planned_trials
 from batchscale.search.next_round import TrialResult, next_round, recentred
 from batchscale.search.trials import batch_trials, sample_parameters
 from batchscale.store.layout import StudyStore
