@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from batchscale.analysis.censoring import study_protocol
-from batchscale.analysis.censoring_notes import qualified_text
-from batchscale.analysis.compare_pages import (
+from batchscale.analysis.figures.plots import EXAMPLES, STEPS, normalize_curves, steps_to_result_plot
+from batchscale.analysis.pages.compare_pages import (
     FIGURE_EXAMPLES,
     FIGURE_NORMALIZED,
     FIGURE_STEPS,
@@ -38,10 +37,11 @@ from batchscale.analysis.compare_pages import (
     format_comparison,
     write_comparison,
 )
-from batchscale.analysis.plots import EXAMPLES, STEPS, normalize_curves, steps_to_result_plot
-from batchscale.analysis.regimes import RegimeFit, fit_regimes
-from batchscale.analysis.steps import SPLITS, crossings, goal_column, steps_to_result
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.reading.censoring import study_protocol
+from batchscale.analysis.reading.study_reader import load_study
+from batchscale.analysis.statistics.censoring_notes import qualified_text
+from batchscale.analysis.statistics.regimes import RegimeFit, fit_regimes
+from batchscale.analysis.statistics.steps import SPLITS, crossings, goal_column, steps_to_result
 from batchscale.core.goals import parse_goal
 from batchscale.core.spec import SpecError
 

@@ -26,25 +26,35 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from batchscale.analysis.answer import Answer, answer
-from batchscale.analysis.censoring import stop_table, study_protocol, trial_censoring
-from batchscale.analysis.censoring_notes import censoring_notes
-from batchscale.analysis.completeness import UnfinishedTrial, unfinished_trials
-from batchscale.analysis.goal_steps import GOAL_STEPS_FILE, goal_steps_table
-from batchscale.analysis.locations import private_root, without_root
-from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
-from batchscale.analysis.regimes import RegimeFit, fit_regimes
-from batchscale.analysis.report_figures import report_figures, time_figures
-from batchscale.analysis.report_summary import kfp_metrics, plain, summary_json
-from batchscale.analysis.report_tables import TRIALS_FILE, trials_table
-from batchscale.analysis.search_rounds import batch_rounds, planned_ids, rounds_table, trial_cap_notes
-from batchscale.analysis.step_times import read_probes, read_study_plan, step_time_profile
-from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
-from batchscale.analysis.study_files import Damage, damaged_trials
-from batchscale.analysis.study_reader import Study, load_study
-from batchscale.analysis.time_pages import predicted_noise_scale
-from batchscale.analysis.time_to_result import TimeCost, spec_price, time_and_cost
-from batchscale.analysis.training_cost import training_cost
+from batchscale.analysis.figures.report_figures import report_figures, time_figures
+from batchscale.analysis.pages.report_summary import kfp_metrics, plain, summary_json
+from batchscale.analysis.pages.report_tables import TRIALS_FILE, trials_table
+from batchscale.analysis.pages.time_pages import predicted_noise_scale
+from batchscale.analysis.reading.censoring import stop_table, study_protocol, trial_censoring
+from batchscale.analysis.reading.completeness import UnfinishedTrial, unfinished_trials
+from batchscale.analysis.reading.locations import private_root, without_root
+from batchscale.analysis.reading.study_files import Damage, damaged_trials
+from batchscale.analysis.reading.study_reader import Study, load_study
+from batchscale.analysis.statistics.answer import Answer, answer
+from batchscale.analysis.statistics.censoring_notes import censoring_notes
+from batchscale.analysis.statistics.goal_steps import GOAL_STEPS_FILE, goal_steps_table
+from batchscale.analysis.statistics.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
+from batchscale.analysis.statistics.regimes import RegimeFit, fit_regimes
+from batchscale.analysis.statistics.search_rounds import (
+    batch_rounds,
+    planned_ids,
+    rounds_table,
+    trial_cap_notes,
+)
+from batchscale.analysis.statistics.step_times import read_probes, read_study_plan, step_time_profile
+from batchscale.analysis.statistics.steps import (
+    all_steps_to_result,
+    best_under_budget,
+    crossings,
+    default_budgets,
+)
+from batchscale.analysis.statistics.time_to_result import TimeCost, spec_price, time_and_cost
+from batchscale.analysis.statistics.training_cost import training_cost
 from batchscale.core.trial_state import continues
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
@@ -213,7 +223,7 @@ def write_report(analysis: Analysis, out: str | None = None) -> dict:
     (html, markdown, goal_steps, folder) and, under "pages", the HTML and Markdown texts.
     Neither those nor summary.json name the local folder the study was read from
     (``locations``)."""
-    from batchscale.analysis.report_pages import report_html, report_markdown
+    from batchscale.analysis.pages.report_pages import report_html, report_markdown
 
     fs = open_root(out or report_location(analysis.study))
     root = private_root(analysis.study)

@@ -12,20 +12,20 @@ import math
 import pandas as pd
 import pytest
 
-from batchscale.analysis.censoring import (
+from batchscale.analysis.compare import compare_studies
+from batchscale.analysis.figures.plots import budget_plot
+from batchscale.analysis.reading.censoring import (
     implied,
     protocols,
     stop_table,
     study_protocol,
     trial_censoring,
 )
-from batchscale.analysis.compare import compare_studies
-from batchscale.analysis.goal_steps import goal_steps_table
-from batchscale.analysis.metaparameters import trial_outcomes
-from batchscale.analysis.plots import budget_plot
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.report import analyse, write_report
-from batchscale.analysis.steps import best_under_budget, steps_to_result
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.statistics.goal_steps import goal_steps_table
+from batchscale.analysis.statistics.metaparameters import trial_outcomes
+from batchscale.analysis.statistics.steps import best_under_budget, steps_to_result
 from batchscale.cli.main import main
 from batchscale.core.edges import hull_configs
 from batchscale.core.errors import SpecError

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from batchscale.analysis.completeness import (
+from batchscale.analysis.pages.report_pages import unfinished_html, unfinished_markdown
+from batchscale.analysis.reading.completeness import (
     RESUME_HINT,
     UnfinishedTrial,
     id_ranges,
@@ -18,8 +19,7 @@ from batchscale.analysis.completeness import (
     unfinished_table,
     unfinished_trials,
 )
-from batchscale.analysis.report_pages import unfinished_html, unfinished_markdown
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.cli.analysis import print_summary
 from batchscale.search.trials import make_trials
 from batchscale.store.checkpoints import checkpoint_path, write_checkpoint

@@ -14,11 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from batchscale.analysis.regimes import fit_regimes
-from batchscale.analysis.report_pages import damaged_html, damaged_markdown
-from batchscale.analysis.steps import crossings, steps_to_result
-from batchscale.analysis.study_files import Damage
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.pages.report_pages import damaged_html, damaged_markdown
+from batchscale.analysis.reading.study_files import Damage
+from batchscale.analysis.reading.study_reader import load_study
+from batchscale.analysis.statistics.regimes import fit_regimes
+from batchscale.analysis.statistics.steps import crossings, steps_to_result
 from batchscale.cli.analysis import EXIT_DAMAGED, print_damaged
 from batchscale.cli.main import main
 from batchscale.search.trials import make_trials

@@ -16,9 +16,9 @@ import math
 
 import pandas as pd
 
-from batchscale.analysis.html import fmt, markdown_table, sortable_table
-from batchscale.analysis.html import table as table_html
-from batchscale.analysis.study_reader import KEYS
+from batchscale.analysis.pages.html import fmt, markdown_table, sortable_table
+from batchscale.analysis.pages.html import table as table_html
+from batchscale.analysis.reading.study_reader import KEYS
 
 TRIALS_FILE = "trials.csv"
 FIRST = ("learning_rate", "momentum")  # then the other metaparameters, by name

@@ -12,9 +12,9 @@ import json
 
 import pandas as pd
 
-from batchscale.analysis import html as H
-from batchscale.analysis.intervals import regime_text
-from batchscale.analysis.plots import STEPS
+from batchscale.analysis.figures.plots import STEPS
+from batchscale.analysis.pages import html as H
+from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.store.filesystem import open_root
 
 NORMALIZED = f"normalized_{STEPS}"

@@ -16,10 +16,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from batchscale.analysis import html as h
-from batchscale.analysis.intervals import format_interval, number, regime_text
-from batchscale.analysis.time_to_result import FASTER, duration, money
-from batchscale.analysis.training_cost import count_text
+from batchscale.analysis.statistics.intervals import format_interval, number, regime_text
+from batchscale.analysis.statistics.time_to_result import FASTER, duration, money
+from batchscale.analysis.statistics.training_cost import count_text
 
 SPLIT = "val"
 
@@ -154,18 +153,6 @@ def _caution(analysis) -> list:
         return []
     return [("caution", "Caution", "; ".join(parts) + ": the numbers count only what could be "
              "read and finished (see below)")]
-
-
-def answer_html(ans: Answer) -> str:
-    """The answer box that opens report.html (above the contents and every figure)."""
-    items = "".join(f"<li><strong>{h.esc(label)}</strong>: {h.esc(text)}</li>"
-                    for _key, label, text in ans.items)
-    return f'<div class="answer" id="answer"><p>{h.esc(ans.heading)}:</p><ul>{items}</ul></div>'
-
-
-def answer_markdown(ans: Answer) -> list[str]:
-    return [f"**{ans.heading}:**", "", *(f"- **{label}**: {text}" for _k, label, text in ans.items),
-            ""]
 
 
 def console_lines(doc: dict | None) -> list[str]:

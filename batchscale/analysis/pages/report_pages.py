@@ -8,23 +8,29 @@ from __future__ import annotations
 
 import pandas as pd
 
-from batchscale.analysis import html as h
-from batchscale.analysis.answer import answer, answer_html, answer_markdown
-from batchscale.analysis.censoring import stopping_goals
-from batchscale.analysis.completeness import NO_CHECKPOINT, RESUME_HINT, unfinished_line, unfinished_table
-from batchscale.analysis.intervals import regime_text
-from batchscale.analysis.locations import shown_location
-from batchscale.analysis.protocol_pages import (
+from batchscale.analysis.figures.report_figures import TIME_FIGURES
+from batchscale.analysis.pages import html as h
+from batchscale.analysis.pages.answer_box import answer_html, answer_markdown
+from batchscale.analysis.pages.protocol_pages import (
     early_stopping_html,
     early_stopping_markdown,
     protocol_methods,
     rounds_html,
     rounds_markdown,
 )
-from batchscale.analysis.report_figures import TIME_FIGURES
-from batchscale.analysis.report_tables import TRIALS_FILE, budgets_html, budgets_markdown, trials_html
-from batchscale.analysis.study_files import REMEDY, damaged_line
-from batchscale.analysis.time_pages import noise_scale_line, time_html, time_markdown
+from batchscale.analysis.pages.report_tables import TRIALS_FILE, budgets_html, budgets_markdown, trials_html
+from batchscale.analysis.pages.time_pages import noise_scale_line, time_html, time_markdown
+from batchscale.analysis.reading.censoring import stopping_goals
+from batchscale.analysis.reading.completeness import (
+    NO_CHECKPOINT,
+    RESUME_HINT,
+    unfinished_line,
+    unfinished_table,
+)
+from batchscale.analysis.reading.locations import shown_location
+from batchscale.analysis.reading.study_files import REMEDY, damaged_line
+from batchscale.analysis.statistics.answer import answer
+from batchscale.analysis.statistics.intervals import regime_text
 
 DAMAGED_TITLE = "Damaged or unreadable files"
 

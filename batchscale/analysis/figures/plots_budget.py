@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.plot_base import (
+from batchscale.analysis.figures.plot_base import (
     MAX_WIDTH_IN,
     drawing,
     figure,

@@ -9,8 +9,8 @@ trained steps against what ``full`` would have trained (``training_cost``).
 
 from __future__ import annotations
 
-from batchscale.analysis import html as h
-from batchscale.analysis.training_cost import cost_sentence
+from batchscale.analysis.pages import html as h
+from batchscale.analysis.statistics.training_cost import cost_sentence
 
 ROUND_PAGE_COLUMNS = ["batch_size", "round", "trial_ids", "non_divergent", "search_space",
                       "reason", "best_trial", "steps_to_result", "edge_warning"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from batchscale.analysis import plots, plots_metaparameters, plots_time
-from batchscale.analysis.study_reader import Study
+from batchscale.analysis.figures import plots, plots_metaparameters, plots_time
+from batchscale.analysis.reading.study_reader import Study
 
 CENSORED_CAPTION = ("; hollow: censored by early stopping (a trial there stopped before the "
                     "budget, so the true best may be better).")

@@ -17,10 +17,10 @@ import math
 
 import pandas as pd
 
-from batchscale.analysis import html as h
-from batchscale.analysis.intervals import format_interval, number
-from batchscale.analysis.report_figures import TIME_FIGURES
-from batchscale.analysis.time_to_result import duration, money
+from batchscale.analysis.figures.report_figures import TIME_FIGURES
+from batchscale.analysis.pages import html as h
+from batchscale.analysis.statistics.intervals import format_interval, number
+from batchscale.analysis.statistics.time_to_result import duration, money
 from batchscale.core.prices import PRICE_SOURCE
 
 TITLE = "Time and cost to result"

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.intervals import regime_text
-from batchscale.analysis.scaling_curve import bootstrap_log_steps
-from batchscale.analysis.step_times import StepTimeProfile
+from batchscale.analysis.statistics.intervals import regime_text
+from batchscale.analysis.statistics.scaling_curve import bootstrap_log_steps
+from batchscale.analysis.statistics.step_times import StepTimeProfile
 from batchscale.core.prices import CURRENCY, PRICE_DATE, PRICE_SOURCE, device_price
 from batchscale.store.compatibility import STUDY_SPEC_KEY
 

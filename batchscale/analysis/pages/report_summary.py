@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import math
 
-from batchscale.analysis.intervals import regime_bound
-from batchscale.analysis.locations import shown_location
+from batchscale.analysis.reading.locations import shown_location
+from batchscale.analysis.statistics.intervals import regime_bound
 
 
 def summary_json(analysis) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from batchscale.analysis.censoring import (
+from batchscale.analysis.reading.censoring import (
     EARLY_STOPS,
     STOPPED_EARLY,
     UPPER_BOUND,

@@ -15,7 +15,7 @@ import math
 
 import pandas as pd
 
-from batchscale.analysis.censoring import study_protocol
+from batchscale.analysis.reading.censoring import study_protocol
 
 KEYS = ["batch_size", "trial_id"]
 
