@@ -37,7 +37,7 @@ from batchscale.analysis.pages.compare_pages import (
     format_comparison,
     write_comparison,
 )
-from batchscale.analysis.reading.censoring import study_protocol
+from batchscale.analysis.reading.censoring import protocol_label, study_protocol
 from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.statistics.censoring_notes import qualified_text
 from batchscale.analysis.statistics.regimes import RegimeFit, fit_regimes
@@ -146,7 +146,8 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
         elif table[STEPS].isna().all() and not (table["censored"] != "").any():
             notes.append(f"{label}: no batch size reached the goal")
         if (table["censored"] != "").any():  # early stopping hid some crossings
-            notes.append(f"{label}: early stopping (protocol {study_protocol(study)}): steps to "
+            protocol = protocol_label(study_protocol(study))
+            notes.append(f"{label}: early stopping (protocol {protocol}): steps to "
                          f"result is {qualified_text(table)}")
         notes += [f"{label}: damaged file left out: {d.message}" for d in study.damaged]
         entry = ComparedStudy(label=label, study=name, name=study.name, location=study.location,

@@ -10,19 +10,12 @@ trained steps against what ``full`` would have trained (``training_cost``).
 from __future__ import annotations
 
 from batchscale.analysis.pages import html as h
+from batchscale.analysis.reading.censoring import early_stopping
 from batchscale.analysis.statistics.training_cost import cost_sentence
 
 ROUND_PAGE_COLUMNS = ["batch_size", "round", "trial_ids", "non_divergent", "search_space",
                       "reason", "best_trial", "steps_to_result", "edge_warning"]
 
-PROTOCOLS_TEXT = {
-    "full": "every trial trained to its step budget (the paper's protocol), so every curve "
-            "is whole and nothing is censored.",
-    "goal": "a trial stopped once it beat every goal of the study.",
-    "race": "a trial stopped once it beat every goal of the study, or once its evaluated step "
-            "reached the earliest crossing another trial of its batch size had made of each "
-            "goal it had not beaten (steps to result, a minimum, cannot change).",
-}
 CENSORING_METHOD = (
     "Neither early stop changes steps to the study's goals, nor to a goal they imply (same "
     "metric, no stricter) on the validation metric. For any other goal or the training "
@@ -36,10 +29,8 @@ CENSORING_METHOD = (
 
 def protocol_methods(analysis) -> str:
     """The methods' paragraph: the protocol, what it censors, what it trained."""
-    protocol = analysis.protocol
-    rules = " ".join(f"Protocol {p}: {PROTOCOLS_TEXT[p]}" for p in protocol.split("+")
-                     if p in PROTOCOLS_TEXT)
-    text = rules + ("" if protocol == "full" else f" {CENSORING_METHOD}")
+    rules = " ".join(f"Protocol {p.name}: {p.method}" for p in analysis.protocol)
+    text = rules + (f" {CENSORING_METHOD}" if early_stopping(analysis.protocol) else "")
     cost = cost_sentence(analysis.cost)
     return f"{text} {cost}".strip()
 

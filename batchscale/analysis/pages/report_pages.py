@@ -20,7 +20,7 @@ from batchscale.analysis.pages.protocol_pages import (
 )
 from batchscale.analysis.pages.report_tables import TRIALS_FILE, budgets_html, budgets_markdown, trials_html
 from batchscale.analysis.pages.time_pages import noise_scale_line, time_html, time_markdown
-from batchscale.analysis.reading.censoring import stopping_goals
+from batchscale.analysis.reading.censoring import early_stopping, protocol_label, stopping_goals
 from batchscale.analysis.reading.completeness import (
     NO_CHECKPOINT,
     RESUME_HINT,
@@ -92,7 +92,7 @@ def _stopped_at(analysis) -> str:
     """", which stopped trials at G" when the goals analysed are not the ones the trials
     were stopped at (a --goal on an early-stopping study)."""
     own = stopping_goals(analysis.study)
-    if analysis.protocol == "full" or not own or set(own) == set(analysis.study.goals):
+    if not early_stopping(analysis.protocol) or not own or set(own) == set(analysis.study.goals):
         return ""
     return f", which stopped trials at {', '.join(g.label for g in own)}"
 
@@ -108,7 +108,8 @@ def _intro(analysis) -> str:
     else:
         sizes = "no trials yet"  # every pack task failed before its first trial was written
     return (f"{study.dataset} / {study.model} / {study.optimizer}; {sizes}; "
-            f"goals {', '.join(g.label for g in study.goals)}; protocol {analysis.protocol}"
+            f"goals {', '.join(g.label for g in study.goals)}; "
+            f"protocol {protocol_label(analysis.protocol)}"
             f"{_stopped_at(analysis)}; "
             f"counted statuses {'/'.join(study.counted)}; read from {shown_location(study)} "
             f"({study.layout} layout).")

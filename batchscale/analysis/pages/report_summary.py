@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 
+from batchscale.analysis.reading.censoring import protocol_label
 from batchscale.analysis.reading.locations import shown_location
 from batchscale.analysis.statistics.intervals import regime_bound
 
@@ -35,7 +36,7 @@ def summary_json(analysis) -> dict:
         "expected_trials": analysis.expected_trials,
         "unfinished": [u.to_dict() for u in analysis.unfinished],
         "damaged": [d.to_dict() for d in analysis.damaged],
-        "protocol": analysis.protocol, "censoring": analysis.censoring,
+        "protocol": protocol_label(analysis.protocol), "censoring": analysis.censoring,
         "search_rounds": records(analysis.rounds), "search_round_notes": analysis.round_notes,
         "training_cost": analysis.cost,
         "time_and_cost": analysis.time_cost and analysis.time_cost.to_dict(),

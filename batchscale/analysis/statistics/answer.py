@@ -16,9 +16,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from batchscale.analysis.reading.censoring import early_stopping, from_label
 from batchscale.analysis.statistics.intervals import format_interval, number, regime_text
 from batchscale.analysis.statistics.time_to_result import FASTER, duration, money
 from batchscale.analysis.statistics.training_cost import count_text
+from batchscale.core.protocols import PAPER
 
 SPLIT = "val"
 
@@ -125,10 +127,10 @@ def _regimes(fit, level: float) -> list:
 def _savings(cost: dict) -> list:
     if not cost or not cost.get("trials"):
         return []
-    protocol, trained, full = cost.get("protocol", "full"), cost["trained_steps"], cost["full_steps"]
+    protocol, trained, full = cost.get("protocol", PAPER.name), cost["trained_steps"], cost["full_steps"]
     fraction = cost.get("fraction_of_full_steps")
     label = f"Protocol {protocol} trained"
-    if protocol == "full":
+    if not early_stopping(from_label(protocol)):  # the cost names its protocols
         return [("savings", label, f"{count_text(trained)} steps over {cost['trials']} trials, "
                  "every trial to its budget (no early stopping)")]
     if fraction is None or math.isclose(fraction, 1.0):
