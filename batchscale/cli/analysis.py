@@ -142,9 +142,9 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
     """The validation tables, each goal's regimes, warnings, what early stopping leaves
     unknown, batch sizes short of non-divergent trials, then the answer (last, where a
     terminal leaves it in view: ``analysis.answer``) and where the report is."""
+    from batchscale.analysis.pages.answer_box import console_lines
     from batchscale.analysis.pages.report_pages import format_table
     from batchscale.analysis.pages.time_pages import noise_scale_line
-    from batchscale.analysis.statistics.answer import console_lines
 
     print(format_table(steps[steps["split"] == "val"]))
     for goal, fit in (doc.get("regimes") or {}).items():

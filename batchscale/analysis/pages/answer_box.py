@@ -1,21 +1,23 @@
-"""The answer box that opens report.html and summary.md (``statistics.answer`` computes it).
+"""The answer that opens report.html and summary.md and closes the console
+(``statistics.answer`` computes it): one section, rendered to each.
 
 Kept apart from the answer's computation so that the statistics room renders nothing.
 """
 
 from __future__ import annotations
 
-from batchscale.analysis.pages import html as h
+from batchscale.analysis.pages.sections import Highlights, Section, render_console
 from batchscale.analysis.statistics.answer import Answer
 
 
-def answer_html(ans: Answer) -> str:
-    """The answer box that opens report.html (above the contents and every figure)."""
-    items = "".join(f"<li><strong>{h.esc(label)}</strong>: {h.esc(text)}</li>"
-                    for _key, label, text in ans.items)
-    return f'<div class="answer" id="answer"><p>{h.esc(ans.heading)}:</p><ul>{items}</ul></div>'
+def answer_section(ans: Answer) -> Section:
+    """The answer box: no heading of its own (the contents do not list it)."""
+    return Section(None, None, [Highlights(ans.heading, [(label, text) for _k, label, text in ans.items])])
 
 
-def answer_markdown(ans: Answer) -> list[str]:
-    return [f"**{ans.heading}:**", "", *(f"- **{label}**: {text}" for _k, label, text in ans.items),
-            ""]
+def console_lines(doc: dict | None) -> list[str]:
+    """The answer as the console prints it, from summary.json's ``answer`` (none: [])."""
+    if not isinstance(doc, dict) or not doc.get("items"):
+        return []
+    return render_console(Section(None, None, [Highlights(
+        doc["heading"], [(i["label"], i["text"]) for i in doc["items"]])]))

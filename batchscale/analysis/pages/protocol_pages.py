@@ -1,6 +1,6 @@
 """The report's sections on how the study was run: its stopping protocol and search rounds.
 
-Rendered from a ``report.Analysis`` (read only, like ``report_pages``): "Early stopping"
+Sections (``sections.Section``) of a ``study_analysis.Analysis``: "Early stopping"
 (what each steps table is based on, ``censoring_notes``), "Search rounds" (per batch size
 and round, ``search_rounds.rounds_table``, and whether each batch size has the
 non-divergent trials its spec wants) and the methods' paragraph on the protocol with the
@@ -9,8 +9,9 @@ trained steps against what ``full`` would have trained (``training_cost``).
 
 from __future__ import annotations
 
-from batchscale.analysis.pages import html as h
+from batchscale.analysis.pages.sections import Notes, Section, Table, Warnings
 from batchscale.analysis.reading.censoring import early_stopping
+from batchscale.analysis.statistics.study_analysis import Analysis
 from batchscale.analysis.statistics.training_cost import cost_sentence
 
 ROUND_PAGE_COLUMNS = ["batch_size", "round", "trial_ids", "non_divergent", "search_space",
@@ -27,7 +28,7 @@ CENSORING_METHOD = (
     "size stopped early inside the budget (hollow in Figure 11).")
 
 
-def protocol_methods(analysis) -> str:
+def protocol_methods(analysis: Analysis) -> str:
     """The methods' paragraph: the protocol, what it censors, what it trained."""
     rules = " ".join(f"Protocol {p.name}: {p.method}" for p in analysis.protocol)
     text = rules + (f" {CENSORING_METHOD}" if early_stopping(analysis.protocol) else "")
@@ -35,37 +36,18 @@ def protocol_methods(analysis) -> str:
     return f"{text} {cost}".strip()
 
 
-def early_stopping_html(analysis) -> list[str]:
+def early_stopping_section(analysis: Analysis) -> Section | None:
+    """"Early stopping": what each steps table is based on (none: nothing stopped early)."""
     if not analysis.censoring:
-        return []
-    return ['<h2 id="early-stopping">Early stopping</h2>', h.warnings(analysis.censoring)]
+        return None
+    return Section("early-stopping", "Early stopping", [Warnings(analysis.censoring)])
 
 
-def early_stopping_markdown(analysis) -> list[str]:
-    if not analysis.censoring:
-        return []
-    return ["## Early stopping", "", *(f"- **{n}**" for n in analysis.censoring), ""]
-
-
-def _rounds(analysis):
+def rounds_section(analysis: Analysis) -> Section | None:
+    """"Search rounds": one row per batch size and round, then the notes."""
     table = analysis.rounds
     if table is None or table.empty:
         return None
-    return table.astype(object).where(table.notna(), None)
-
-
-def rounds_html(analysis) -> list[str]:
-    """The "Search rounds" section: one row per batch size and round, then the notes."""
-    table = _rounds(analysis)
-    if table is None:
-        return []
-    return ['<h2 id="search-rounds">Search rounds</h2>', h.table(table, ROUND_PAGE_COLUMNS),
-            *(f'<p class="note">{h.esc(n)}</p>' for n in analysis.round_notes)]
-
-
-def rounds_markdown(analysis) -> list[str]:
-    table = _rounds(analysis)
-    if table is None:
-        return []
-    return ["## Search rounds", "", *h.markdown_table(table, ROUND_PAGE_COLUMNS), "",
-            *(f"- {n}" for n in analysis.round_notes), *([""] if analysis.round_notes else [])]
+    shown = table.astype(object).where(table.notna(), None)
+    return Section("search-rounds", "Search rounds",
+                   [Table(shown, ROUND_PAGE_COLUMNS), Notes(analysis.round_notes)])

@@ -1,7 +1,7 @@
 """The report's "Time and cost to result" section, and the plan's predicted noise scale
 beside the fitted critical batch size.
 
-``time_html`` / ``time_markdown`` render ``Analysis.time_cost``
+``time_section`` shows ``Analysis.time_cost``
 (``time_to_result.TimeCost``): one sentence naming the fastest and the cheapest batch size
 on the hardware and the device limit, the per-batch-size table, both figures, the price
 with its date and source, and the step-time profile with where each step time comes from.
@@ -19,7 +19,18 @@ import pandas as pd
 
 from batchscale.analysis.figures.report_figures import TIME_FIGURES
 from batchscale.analysis.pages import html as h
+from batchscale.analysis.pages.sections import (
+    HTML,
+    MARKDOWN,
+    Figures,
+    Notes,
+    Paragraph,
+    Section,
+    Subheading,
+    Table,
+)
 from batchscale.analysis.statistics.intervals import format_interval, number
+from batchscale.analysis.statistics.study_analysis import Analysis
 from batchscale.analysis.statistics.time_to_result import duration, money
 from batchscale.core.prices import PRICE_SOURCE
 
@@ -144,27 +155,15 @@ def _table(tc) -> pd.DataFrame:
     return shown[SHOWN]
 
 
-def time_html(analysis) -> list[str]:
-    tc = getattr(analysis, "time_cost", None)
+def time_section(analysis: Analysis) -> Section | None:
+    """"Time and cost to result" (None: not computed). summary.md names the figures at the
+    end, where report.html shows them after the intervals."""
+    tc = analysis.time_cost
     if tc is None:
-        return []
-    figures = [h.figure(*analysis.figures[name], alt=name) for name in TIME_FIGURES
-               if name in analysis.figures]
-    notes = tc.summary()["notes"]
-    return [f'<h2 id="time-and-cost">{TITLE}</h2>', f"<p>{h.esc(headline(tc))}</p>",
-            h.table(_table(tc)), f'<p class="note">{h.esc(INTERVALS)}</p>', *figures,
-            f'<p class="note">{h.esc(price_line(tc))}</p>',
-            "<h3>Step-time profile</h3>", h.table(tc.profile.table, PROFILE_SHOWN),
-            *(f'<p class="note">{h.esc(n)}</p>' for n in notes)]
-
-
-def time_markdown(analysis) -> list[str]:
-    tc = getattr(analysis, "time_cost", None)
-    if tc is None:
-        return []
-    return [f"## {TITLE}", "", headline(tc), "", *h.markdown_table(_table(tc)), "",
-            INTERVALS, "", price_line(tc), "", "### Step-time profile", "",
-            *h.markdown_table(tc.profile.table, PROFILE_SHOWN), "",
-            *(f"- {n}" for n in tc.summary()["notes"]),
-            "Figures: " + ", ".join(n for n in TIME_FIGURES if n in analysis.figures)
-            + " (embedded in report.html).", ""]
+        return None
+    figures = [(name, *analysis.figures[name]) for name in TIME_FIGURES if name in analysis.figures]
+    return Section("time-and-cost", TITLE, [
+        Paragraph(headline(tc)), Table(_table(tc)), Paragraph(INTERVALS, note=True),
+        Figures(figures, media=(HTML,)), Paragraph(price_line(tc), note=True),
+        Subheading("Step-time profile"), Table(tc.profile.table, PROFILE_SHOWN),
+        Notes(tc.summary()["notes"]), Figures(figures, media=(MARKDOWN,))])

@@ -155,10 +155,3 @@ def _caution(analysis) -> list:
         return []
     return [("caution", "Caution", "; ".join(parts) + ": the numbers count only what could be "
              "read and finished (see below)")]
-
-
-def console_lines(doc: dict | None) -> list[str]:
-    """The answer as the console prints it, from summary.json's ``answer`` (none: [])."""
-    if not isinstance(doc, dict) or not doc.get("items"):
-        return []
-    return [f"{doc['heading']}:", *(f"  {i['label']}: {i['text']}" for i in doc["items"])]
