@@ -195,8 +195,8 @@ def time_cost_line(time_and_cost: dict | None) -> str | None:
     if not isinstance(summary, dict):
         return None
 
+    from batchscale.analysis.statistics.amounts import duration, money
     from batchscale.analysis.statistics.intervals import format_interval
-    from batchscale.analysis.statistics.time_to_result import duration, money
 
     def m(v):
         return money(v if v is not None else math.nan, "").strip()

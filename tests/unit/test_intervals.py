@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from batchscale.analysis.statistics.amounts import duration
 from batchscale.analysis.statistics.intervals import (
     ABOVE,
     BELOW,
@@ -23,7 +24,6 @@ from batchscale.analysis.statistics.intervals import (
     regime_text,
 )
 from batchscale.analysis.statistics.regimes import Estimate, fit_regimes
-from batchscale.analysis.statistics.time_to_result import duration
 from tests.synthetic import synthetic_crossings
 
 INF = math.inf

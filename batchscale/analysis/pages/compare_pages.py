@@ -135,7 +135,8 @@ def comparison_sections(result: Comparison) -> list[Section]:
                 heading_media=(HTML,)),
         *([Section(None, "Regime fits (95% bootstrap intervals)", [Table(fits)])]
           if fits is not None else []),
-        Section(None, "All rows", [Table(result.table), Figures(figures, media=(MARKDOWN,))]),
+        Section(None, "All rows", [Table(result.table),
+                                   Figures(figures, page="compare.html", media=(MARKDOWN,))]),
     ]
 
 

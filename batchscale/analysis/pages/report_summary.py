@@ -1,8 +1,8 @@
 """The report's numbers for machines: summary.json (``summary_json``) and the Kubeflow UI's
-Metrics (``kfp_metrics``), from a ``report.Analysis`` (not imported here: ``report``
-imports this module; both functions read only its fields). Estimates are given in the one
-interval notation of ``intervals``: summary.json's regimes carry a ``text`` beside the
-numbers, and a metric never stands in for an end the data do not bound.
+Metrics (``kfp_metrics``), from a ``study_analysis.Analysis`` (both read only its
+fields). Estimates are given in the one interval notation of ``intervals``: summary.json's
+regimes carry a ``text`` beside the numbers, and a metric never stands in for an end the
+data do not bound.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import math
 from batchscale.analysis.reading.censoring import protocol_label
 from batchscale.analysis.reading.locations import shown_location
 from batchscale.analysis.statistics.intervals import regime_bound
+from batchscale.analysis.statistics.study_analysis import Analysis
 
 
-def summary_json(analysis) -> dict:
+def summary_json(analysis: Analysis) -> dict:
     """The report's numbers as one JSON document (what summary.json holds); the keys on
     early stopping, rounds, training cost, time and the answer come last (older readers
     see a prefix). ``location``: as the report names it (``locations.shown_location``)."""
@@ -58,7 +59,7 @@ def plain(value):
     return value
 
 
-def kfp_metrics(analysis) -> dict[str, float]:
+def kfp_metrics(analysis: Analysis) -> dict[str, float]:
     """The headline numbers as flat scalar metrics for the Kubeflow UI's Metrics view. A
     regime estimate publishes the parts its text shows (``intervals.regime_bound``):
     ``…/b_star``, ``…/b_star/low``, ``…/b_star/high`` for ``457 [248, 865]``; only

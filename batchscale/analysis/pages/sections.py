@@ -87,9 +87,11 @@ class SortableTable:
 
 @dataclass(frozen=True)
 class Figures:
-    """Figures as (name, SVG or PNG, caption): embedded on the page, named elsewhere."""
+    """Figures as (name, SVG or PNG, caption): embedded on the page, named elsewhere
+    (``page``: the file that embeds them)."""
 
     items: Sequence[tuple[str, bytes, str]]
+    page: str = "report.html"
     media: tuple[str, ...] = ALL
 
 
@@ -179,7 +181,7 @@ def _block_markdown(block: Block) -> list[str]:
         return [f"Every trial ({len(block.frame)}): {block.file} (a sortable table in report.html).", ""]
     if isinstance(block, Figures):
         names = ", ".join(name for name, _i, _c in block.items)
-        return [f"Figures: {names} (embedded in report.html).", ""]
+        return [f"Figures: {names} (embedded in {block.page}).", ""]
     if isinstance(block, Subheading):
         return [f"### {block.text}", ""]
     return [f"**{block.heading}:**", "", *(f"- **{label}**: {text}" for label, text in block.items), ""]

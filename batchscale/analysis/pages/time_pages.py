@@ -29,9 +29,10 @@ from batchscale.analysis.pages.sections import (
     Subheading,
     Table,
 )
+from batchscale.analysis.statistics.amounts import duration, money
 from batchscale.analysis.statistics.intervals import format_interval, number
 from batchscale.analysis.statistics.study_analysis import Analysis
-from batchscale.analysis.statistics.time_to_result import duration, money
+from batchscale.analysis.statistics.time_to_result import TimeCost
 from batchscale.core.prices import PRICE_SOURCE
 
 TITLE = "Time and cost to result"
@@ -96,7 +97,7 @@ def _interval(value: float, low: float, high: float) -> str:
     return format_interval(value, low, high)
 
 
-def headline(tc) -> str:
+def headline(tc: TimeCost) -> str:
     """One sentence: the fastest and the cheapest batch size on the hardware, and the
     device limit."""
     where = f"On {tc.profile.device_kind}" if tc.profile.device_kind else "On the study's hardware"
@@ -131,14 +132,14 @@ def _close(choice) -> str:
     return f" (within 10% of it: {', '.join(map(str, choice.close))})"
 
 
-def price_line(tc) -> str:
+def price_line(tc: TimeCost) -> str:
     return (f"Price: {tc.currency} {h.fmt(tc.price_per_device_hour)} per device-hour "
             f"({tc.price_source}); list prices of {tc.price_date} ({PRICE_SOURCE}), a CPU "
             "trial's device being the cores it ran on; override with the spec's "
             "price_per_device_hour or `batchscale report --price`.")
 
 
-def _table(tc) -> pd.DataFrame:
+def _table(tc: TimeCost) -> pd.DataFrame:
     """The per-batch-size table as shown: steps, time and cost each one cell in the
     interval notation (time_to_result.csv keeps the numbers apart)."""
     t = tc.table

@@ -16,9 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pandas as pd
+
 from batchscale.analysis.reading.censoring import early_stopping, from_label
+from batchscale.analysis.statistics.amounts import duration, money
 from batchscale.analysis.statistics.intervals import format_interval, number, regime_text
-from batchscale.analysis.statistics.time_to_result import FASTER, duration, money
+from batchscale.analysis.statistics.regimes import RegimeFit
+from batchscale.analysis.statistics.time_to_result import FASTER, TimeCost
 from batchscale.analysis.statistics.training_cost import count_text
 from batchscale.core.protocols import PAPER
 
@@ -43,13 +47,16 @@ class Answer:
                 "items": [{"key": k, "label": label, "text": text} for k, label, text in self.items]}
 
 
-def answer(analysis) -> Answer:
-    """The answer of an ``report.Analysis`` (module docstring)."""
-    goal = analysis.study.goals[0].label
-    fit = analysis.fits.get(goal)
+def answer(goal: str, steps: pd.DataFrame, fit: RegimeFit | None, time_cost: TimeCost | None,
+           cost: dict, damaged: int, unfinished: int, expected: int | None) -> Answer:
+    """The answer (module docstring) from the typed parts of a ``study_analysis.Analysis``
+    it needs (``Analysis.answer`` passes them; this module sits below that record):
+    ``goal`` the first goal's label, ``steps`` the steps table, ``fit`` its regime fit,
+    the time and training cost, and the counts of damaged files, unfinished and expected
+    trials."""
     level = fit.level if fit is not None else 0.95
-    items = [_fewest_steps(analysis.steps, goal), *_time_and_cost(analysis.time_cost),
-             *_regimes(fit, level), *_savings(analysis.cost), *_caution(analysis)]
+    items = [_fewest_steps(steps, goal), *_time_and_cost(time_cost), *_regimes(fit, level),
+             *_savings(cost), *_caution(damaged, unfinished, expected)]
     return Answer(goal, level, tuple(i for i in items if i))
 
 
@@ -76,7 +83,7 @@ def _fewest_steps(steps, goal: str):
     return "fewest_steps", label, text
 
 
-def _hardware(tc) -> str:
+def _hardware(tc: TimeCost) -> str:
     kind = tc.profile.device_kind or "the study's hardware"
     cores = tc.profile.table.get("cpu_cores")
     if kind == "cpu" and cores is not None and cores.notna().any():
@@ -85,7 +92,7 @@ def _hardware(tc) -> str:
     return kind
 
 
-def _time_and_cost(tc) -> list:
+def _time_and_cost(tc: TimeCost | None) -> list:
     """One item: the fastest and the cheapest batch size on the hardware, each with its
     interval and the batch sizes within 10% of it."""
     if tc is None:
@@ -145,12 +152,12 @@ def _savings(cost: dict) -> list:
     return [("savings", label, text)]
 
 
-def _caution(analysis) -> list:
+def _caution(damaged: int, unfinished: int, expected: int | None) -> list:
     parts = []
-    if analysis.damaged:
-        parts.append(f"{len(analysis.damaged)} damaged file(s) left out")
-    if analysis.unfinished and analysis.expected_trials:
-        parts.append(f"{len(analysis.unfinished)} of {analysis.expected_trials} trials unfinished")
+    if damaged:
+        parts.append(f"{damaged} damaged file(s) left out")
+    if unfinished and expected:
+        parts.append(f"{unfinished} of {expected} trials unfinished")
     if not parts:
         return []
     return [("caution", "Caution", "; ".join(parts) + ": the numbers count only what could be "

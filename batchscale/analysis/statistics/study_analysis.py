@@ -77,7 +77,9 @@ class Analysis:
     def answer(self) -> Answer:
         """What the report says first (``answer.answer``): fewest steps, fastest and
         cheapest, where perfect scaling ends and returns vanish, what the protocol saved."""
-        return answer(self)
+        goal = self.study.goals[0].label
+        return answer(goal, self.steps, self.fits.get(goal), self.time_cost, self.cost,
+                      len(self.damaged), len(self.unfinished), self.expected_trials)
 
     @property
     def expected_trials(self) -> int | None:
