@@ -50,8 +50,8 @@ def run_study(args: list[str], protocol: str, store: str, work: str) -> float:
 def measure(store: str) -> tuple[dict, pd.DataFrame]:
     """Trained steps, examples, trials and the steps-to-result table of the one study in
     ``store`` (read through the project's one reader)."""
-    from batchscale.analysis.steps import steps_to_result
-    from batchscale.analysis.study_reader import load_study
+    from batchscale.analysis.reading.study_reader import load_study
+    from batchscale.analysis.statistics.steps import steps_to_result
 
     [name] = [d for d in os.listdir(store) if d not in ("datasets", ".kfp")]
     study = load_study(os.path.join(store, name))

@@ -14,8 +14,8 @@ def aggregate(study_spec: dict, store_root: str,
     store, the source of truth. It takes no output of the pack tasks, so it can run after
     some of them failed (the pipeline runs it once the loop is over, whatever its
     outcome); the report then names the trials still missing. Returns the report's location."""
+    from batchscale.analysis.pages.report_pages import format_table
     from batchscale.analysis.report import kfp_metrics, report_study
-    from batchscale.analysis.report_pages import format_table
     from batchscale.rounds.planner import planned_trials
     from batchscale.store.layout import StudyStore
     from batchscale.validation import resolve_spec

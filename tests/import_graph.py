@@ -1,10 +1,11 @@
 """The project's import graph, read from the source with ``ast`` (nothing is imported).
 
-Used by tests/unit/test_layers.py to keep the layers of ``batchscale`` acyclic and
-downward-only. Every import counts, also those inside functions (a lazy import is still a
-dependency). ``from package import name`` counts as importing the submodule when
-``package.name`` is a module of the tree, else the package itself. Importing a submodule
-is not counted as importing its parent packages' ``__init__`` (as import-linter does).
+Used by tests/unit/test_layers.py to keep the layers of ``batchscale`` (and the rooms
+inside some of them, ``ROOMS``) acyclic and downward-only. Every import counts, also those
+inside functions (a lazy import is still a dependency). ``from package import name``
+counts as importing the submodule when ``package.name`` is a module of the tree, else the
+package itself. Importing a submodule is not counted as importing its parent packages'
+``__init__`` (as import-linter does).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ LAYERS = {
     "batchscale.components": 6,
     "batchscale.pipelines": 7,
     "batchscale.cli": 8,
+}
+# Rooms inside one part, in the order its work flows: a module in a room may import its own
+# room and the rooms before it; a module of the part outside every room (its public API,
+# e.g. batchscale.analysis.report) sits above all of them. Peers of other parts see only
+# the part's layer above.
+ROOMS = {
+    "batchscale.analysis": ("reading", "statistics", "figures", "pages"),
 }
 # Source folders and the package each installs as (pyproject.toml's package-dir).
 SOURCE_ROOTS = {"batchscale": "batchscale", "components": "batchscale.components",
@@ -81,8 +89,18 @@ def layer_of(module: str, layers: dict[str, int] = LAYERS) -> str | None:
     return best
 
 
-def layer_violations(edges: dict[str, set[str]], layers: dict[str, int] = LAYERS) -> list[str]:
-    """One line per import that goes up a layer or sideways into a peer part."""
+def room_of(module: str, part: str, rooms: dict[str, tuple[str, ...]] = ROOMS) -> tuple[int, str]:
+    """(position, name) of ``module``'s room inside ``part``; outside every room of the
+    part (or in a part without rooms): after the last room, named "top"."""
+    order = rooms.get(part, ())
+    rest = module[len(part) + 1:].split(".")[0] if module != part else ""
+    return (order.index(rest), rest) if rest in order else (len(order), "top")
+
+
+def layer_violations(edges: dict[str, set[str]], layers: dict[str, int] = LAYERS,
+                     rooms: dict[str, tuple[str, ...]] = ROOMS) -> list[str]:
+    """One line per import that goes up a layer, sideways into a peer part, or up to a
+    later room of its own part."""
     found = []
     for source, targets in sorted(edges.items()):
         mine = layer_of(source, layers)
@@ -90,7 +108,11 @@ def layer_violations(edges: dict[str, set[str]], layers: dict[str, int] = LAYERS
             theirs = layer_of(target, layers)
             if mine is None or theirs is None:
                 problem = None if mine is None else f"{target} is the root package, above every layer"
-            elif mine == theirs or layers[theirs] < layers[mine]:
+            elif mine == theirs:
+                (here, name), (there, other) = room_of(source, mine, rooms), room_of(target, mine, rooms)
+                problem = None if there <= here else (
+                    f"up inside {mine}: room {name} ({here}) -> room {other} ({there})")
+            elif layers[theirs] < layers[mine]:
                 problem = None
             else:
                 kind = "up" if layers[theirs] > layers[mine] else "sideways"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from batchscale.analysis.plot_base import PAGE_WIDTH_PX
+from batchscale.analysis.figures.plot_base import PAGE_WIDTH_PX
 
 MIN_TEXT_PX = 10.0
 SVG = "{http://www.w3.org/2000/svg}"

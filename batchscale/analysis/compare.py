@@ -22,13 +22,11 @@ importable from here too, as the CLI does.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import pandas as pd
 
-from batchscale.analysis.censoring import study_protocol
-from batchscale.analysis.censoring_notes import qualified_text
-from batchscale.analysis.compare_pages import (
+from batchscale.analysis.figures.plots import EXAMPLES, STEPS, normalize_curves, steps_to_result_plot
+from batchscale.analysis.pages.compare_pages import (
     FIGURE_EXAMPLES,
     FIGURE_NORMALIZED,
     FIGURE_STEPS,
@@ -38,10 +36,12 @@ from batchscale.analysis.compare_pages import (
     format_comparison,
     write_comparison,
 )
-from batchscale.analysis.plots import EXAMPLES, STEPS, normalize_curves, steps_to_result_plot
-from batchscale.analysis.regimes import RegimeFit, fit_regimes
-from batchscale.analysis.steps import SPLITS, crossings, goal_column, steps_to_result
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.reading.censoring import protocol_label, study_protocol
+from batchscale.analysis.reading.study_reader import load_study
+from batchscale.analysis.statistics.censoring_notes import qualified_text
+from batchscale.analysis.statistics.comparison import ComparedStudy, Comparison
+from batchscale.analysis.statistics.regimes import fit_regimes
+from batchscale.analysis.statistics.steps import SPLITS, crossings, goal_column, steps_to_result
 from batchscale.core.goals import parse_goal
 from batchscale.core.spec import SpecError
 
@@ -50,52 +50,6 @@ __all__ = ["ComparedStudy", "Comparison", "compare_studies", "comparison_json", 
 
 TABLE_COLUMNS = ["study", "goal", "split", "batch_size", "trials", "reached", STEPS, EXAMPLES,
                  "best_trial"]
-
-
-@dataclass
-class ComparedStudy:
-    """One compared study: ``label`` names its curve (study and goal), ``study`` its rows
-    in the table (its name, made unique), ``normalized`` whether its curve is in the
-    normalised comparison; ``fit`` its regime fit when asked for."""
-
-    label: str
-    study: str
-    name: str
-    location: str
-    title: str
-    goal: str
-    batch_sizes: list[int]
-    fit: RegimeFit | None = None
-    normalized: bool = False
-
-    def to_dict(self) -> dict:
-        """As compare.json holds it (the fit as ``RegimeFit.to_dict``)."""
-        return {"label": self.label, "study": self.study, "name": self.name,
-                "location": self.location, "title": self.title, "goal": self.goal,
-                "batch_sizes": self.batch_sizes,
-                "fit": self.fit.to_dict() if self.fit is not None else None,
-                "normalized": self.normalized}
-
-
-@dataclass
-class Comparison:
-    """What ``compare_studies`` returns. ``goal``: the goal given for every study (None:
-    each study's own); ``table``: the long table (TABLE_COLUMNS, plus NORMALIZED when
-    normalising); ``wide``: batch_size x label of the plotted values (normalised or raw
-    steps; NaN = not reached or not measured); ``figures``: file name -> SVG bytes;
-    ``damaged``: the studies' files that could not be read (``Study.damaged``; each is also
-    one of ``notes``, naming its study)."""
-
-    goal: str | None
-    split: str
-    normalize_at: int | None
-    num_trials: int | None
-    studies: list[ComparedStudy]
-    table: pd.DataFrame
-    wide: pd.DataFrame
-    figures: dict[str, bytes]
-    notes: list[str]
-    damaged: list = field(default_factory=list)
 
 
 def compare_studies(locations, goal: str | None = None, split: str | None = None,
@@ -146,7 +100,8 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
         elif table[STEPS].isna().all() and not (table["censored"] != "").any():
             notes.append(f"{label}: no batch size reached the goal")
         if (table["censored"] != "").any():  # early stopping hid some crossings
-            notes.append(f"{label}: early stopping (protocol {study_protocol(study)}): steps to "
+            protocol = protocol_label(study_protocol(study))
+            notes.append(f"{label}: early stopping (protocol {protocol}): steps to "
                          f"result is {qualified_text(table)}")
         notes += [f"{label}: damaged file left out: {d.message}" for d in study.damaged]
         entry = ComparedStudy(label=label, study=name, name=study.name, location=study.location,

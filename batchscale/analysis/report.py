@@ -22,29 +22,37 @@ Only those files are written; trials are never touched. ``report_study`` does bo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 import pandas as pd
 
-from batchscale.analysis.answer import Answer, answer
-from batchscale.analysis.censoring import stop_table, study_protocol, trial_censoring
-from batchscale.analysis.censoring_notes import censoring_notes
-from batchscale.analysis.completeness import UnfinishedTrial, unfinished_trials
-from batchscale.analysis.goal_steps import GOAL_STEPS_FILE, goal_steps_table
-from batchscale.analysis.locations import private_root, without_root
-from batchscale.analysis.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
-from batchscale.analysis.regimes import RegimeFit, fit_regimes
-from batchscale.analysis.report_figures import report_figures, time_figures
-from batchscale.analysis.report_summary import kfp_metrics, plain, summary_json
-from batchscale.analysis.report_tables import TRIALS_FILE, trials_table
-from batchscale.analysis.search_rounds import batch_rounds, planned_ids, rounds_table, trial_cap_notes
-from batchscale.analysis.step_times import read_probes, read_study_plan, step_time_profile
-from batchscale.analysis.steps import all_steps_to_result, best_under_budget, crossings, default_budgets
-from batchscale.analysis.study_files import Damage, damaged_trials
-from batchscale.analysis.study_reader import Study, load_study
-from batchscale.analysis.time_pages import predicted_noise_scale
-from batchscale.analysis.time_to_result import TimeCost, spec_price, time_and_cost
-from batchscale.analysis.training_cost import training_cost
+from batchscale.analysis.figures.report_figures import report_figures, time_figures
+from batchscale.analysis.pages.report_summary import kfp_metrics, plain, summary_json
+from batchscale.analysis.pages.report_tables import TRIALS_FILE, trials_table
+from batchscale.analysis.pages.time_pages import predicted_noise_scale
+from batchscale.analysis.reading.censoring import stop_table, study_protocol, trial_censoring
+from batchscale.analysis.reading.completeness import UnfinishedTrial, unfinished_trials
+from batchscale.analysis.reading.locations import private_root, without_root
+from batchscale.analysis.reading.study_files import damaged_trials
+from batchscale.analysis.reading.study_reader import Study, load_study
+from batchscale.analysis.statistics.censoring_notes import approximate_fit_note, censoring_notes
+from batchscale.analysis.statistics.goal_steps import GOAL_STEPS_FILE, goal_steps_table
+from batchscale.analysis.statistics.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
+from batchscale.analysis.statistics.regimes import fit_regimes
+from batchscale.analysis.statistics.search_rounds import (
+    rounds_table,
+    trial_cap_notes,
+)
+from batchscale.analysis.statistics.step_times import read_probes, read_study_plan, step_time_profile
+from batchscale.analysis.statistics.steps import (
+    all_steps_to_result,
+    best_under_budget,
+    crossings,
+    default_budgets,
+)
+from batchscale.analysis.statistics.study_analysis import Analysis
+from batchscale.analysis.statistics.time_to_result import spec_price, time_and_cost
+from batchscale.analysis.statistics.training_cost import training_cost
+from batchscale.core.protocols import RACE
 from batchscale.core.trial_state import continues
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
@@ -55,75 +63,6 @@ __all__ = ["REPORT_FILES", "Analysis", "analyse", "kfp_metrics", "report_locatio
 REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
                 "budgets.csv", "metaparameters.csv", "trial_counts.csv", GOAL_STEPS_FILE,
                 "time_to_result.csv", "step_times.csv", TRIALS_FILE)
-
-
-@dataclass
-class Analysis:
-    """Everything the report shows, for one study (what ``analyse`` returns).
-
-    ``steps``: steps to result per goal, split and batch size (``steps.SUMMARY_COLUMNS``);
-    ``fits``: goal label -> regime fit on the validation metric; ``optimal``: the best
-    trial's metaparameters per batch size with the scaling heuristics (first goal);
-    ``warnings``: search-space edge warnings (dicts as summary.json holds them, each with a
-    ``message``); ``counts``: trials per batch size; ``budgets``: best validation metric
-    under step and example budgets (``censored``: early stopping may hide a better one);
-    ``trials``: ``study.trials`` with ``reached`` and ``stopped_early`` flags (first goal,
-    validation); ``notes``: caveats of the fits; ``figures``: file name -> (SVG, caption);
-    ``goal_steps``: the per-trial goal table (``goal_steps.goal_steps_table``);
-    ``unfinished``: the trials the study's spec expects that are missing or not finished
-    (``completeness.unfinished_trials``; always empty without a spec: the paper's data);
-    ``damaged``: the files the study reader could not use, each with what it left out.
-    ``protocol``: the study's stopping protocol (``censoring.study_protocol``);
-    ``censoring``: what each steps table is based on under it (``censoring_notes``);
-    ``rounds``: per batch size and search round, what it searched and found
-    (``search_rounds.rounds_table``), ``round_notes``: whether each batch size has the
-    non-divergent trials the spec wants; ``cost``: trained steps and examples against what
-    protocol full would have trained (``training_cost``). ``time_cost``: time and cost to
-    result per batch size with the step-time profile and the fastest, cheapest and device
-    limit (``time_to_result.TimeCost``, first goal, validation; None: not computed);
-    ``predicted_noise_scale``: plan.json's B_simple beside the fitted B* (None: no plan).
-    """
-
-    study: Study
-    steps: pd.DataFrame
-    fits: dict[str, RegimeFit]
-    optimal: pd.DataFrame
-    warnings: list[dict]
-    counts: pd.DataFrame
-    budgets: pd.DataFrame
-    trials: pd.DataFrame
-    notes: list[str]
-    figures: dict[str, tuple[bytes, str]]
-    goal_steps: pd.DataFrame
-    unfinished: list[UnfinishedTrial] = field(default_factory=list)
-    protocol: str = "full"
-    censoring: list[str] = field(default_factory=list)
-    rounds: pd.DataFrame = field(default_factory=pd.DataFrame)
-    round_notes: list[str] = field(default_factory=list)
-    cost: dict = field(default_factory=dict)
-    time_cost: TimeCost | None = None
-    predicted_noise_scale: dict | None = None
-
-    @property
-    def damaged(self) -> list[Damage]:
-        return self.study.damaged
-
-    @property
-    def answer(self) -> Answer:
-        """What the report says first (``answer.answer``): fewest steps, fastest and
-        cheapest, where perfect scaling ends and returns vanish, what the protocol saved."""
-        return answer(self)
-
-    @property
-    def expected_trials(self) -> int | None:
-        """How many trials the study's spec and search rounds ask for (None without a
-        spec): every id of each batch size's rounds, at least trials_per_batch_size."""
-        spec = self.study.spec
-        if spec is None:
-            return None
-        rounds = {b: batch_rounds(self.study.study_json.get(b) or {}, [], spec.trials_per_batch_size)
-                  for b in spec.batch_sizes}
-        return sum(len(planned_ids(r)) for r in rounds.values())
 
 
 def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: int = 1000,
@@ -155,8 +94,8 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                           direction=primary.direction)], ignore_index=True)
     notes = [f"{label}: {note}" for label, fit in fits.items() for note in _fit_notes(fit)]
     protocol = study_protocol(study)
-    if "race" in protocol and any(fit.fitted for fit in fits.values()):
-        notes.append(RACE_FIT_NOTE)
+    if any(p.fit_approximate for p in protocol) and any(fit.fitted for fit in fits.values()):
+        notes.append(approximate_fit_note(protocol))
     figures = report_figures(study, steps, val, fits, budgets, optimal, trials, protocol)
     time_cost = time_and_cost(val[primary.label], crossed[primary.label],
                               step_time_profile(study.metadata, read_probes(study)),
@@ -187,13 +126,8 @@ def _unfinished(study: Study) -> list[UnfinishedTrial]:
                              left_out=damaged_trials(study.damaged))
 
 
-# Measured on the quickstart (benchmarks/README.md, stopping protocols): the same steps to
-# result under goal and race, B* 457 [248, 865] under goal and full, 413 [283, 777] under race.
-RACE_FIT_NOTE = (
-    "protocol race: steps to result is exact, but the regime fit's intervals and its "
-    "best-of-n correction also use the crossings of trials other than the best, which race "
-    "stopped before they crossed, so S_min, B* and their intervals are approximate; protocol "
-    "goal gives the fit that full would")
+# The note for a race study (the shipped protocol whose fit is approximate), as tests read it.
+RACE_FIT_NOTE = approximate_fit_note((RACE,))
 
 
 def _fit_notes(fit) -> list[str]:
@@ -213,7 +147,7 @@ def write_report(analysis: Analysis, out: str | None = None) -> dict:
     (html, markdown, goal_steps, folder) and, under "pages", the HTML and Markdown texts.
     Neither those nor summary.json name the local folder the study was read from
     (``locations``)."""
-    from batchscale.analysis.report_pages import report_html, report_markdown
+    from batchscale.analysis.pages.report_pages import report_html, report_markdown
 
     fs = open_root(out or report_location(analysis.study))
     root = private_root(analysis.study)

@@ -7,7 +7,7 @@
     study.trials()            # one row per trial: status, steps run, metaparameters
     study.measurements()      # every evaluation: batch_size, trial_id, step, metrics
     study.goal_steps()        # per trial, goal and split: the first step that beats it
-    study.study               # the analysis' view (batchscale.analysis.study_reader.Study)
+    study.study               # the analysis' view (batchscale.analysis.reading.study_reader.Study)
 
 Read-only: nothing is written to the store (``batchscale report STORE/STUDY`` rebuilds
 the report files). Tables are computed from the trials themselves, through the one study
@@ -20,9 +20,9 @@ from functools import cached_property
 
 import pandas as pd
 
-from batchscale.analysis.goal_steps import goal_steps_table
-from batchscale.analysis.steps import all_steps_to_result
-from batchscale.analysis.study_reader import KEYS, TRIAL_COLUMNS, Study, load_study
+from batchscale.analysis.reading.study_reader import KEYS, TRIAL_COLUMNS, Study, load_study
+from batchscale.analysis.statistics.goal_steps import goal_steps_table
+from batchscale.analysis.statistics.steps import all_steps_to_result
 from batchscale.core.spec import SpecError, StudySpec
 from batchscale.store.layout import StudyStore
 from batchscale.validation import parse_spec
@@ -54,7 +54,7 @@ class StudyResults:
 
     @cached_property
     def study(self) -> Study:
-        """The study as the analysis loads it (batchscale.analysis.study_reader)."""
+        """The study as the analysis loads it (batchscale.analysis.reading.study_reader)."""
         return load_study(f"{self.root}/{self.name}")
 
     def trials(self) -> pd.DataFrame:

@@ -11,8 +11,8 @@ STUDY is one of our studies (STORE/STUDY) or a folder of the paper's released da
 batchscale.analysis. Errors are SpecError / ValueError / FileNotFoundError, which the
 CLI's root prints as one ``batchscale: error: ...`` line (exit 2); a ``--goal`` stricter
 than the goals an early-stopping study stopped its trials at, where no trial ran to its
-budget, is one of them (``batchscale.analysis.censoring``). Files of the study that
-could not be read or believed (``batchscale.analysis.study_files``) are left out of the
+budget, is one of them (``batchscale.analysis.reading.censoring``). Files of the study that
+could not be read or believed (``batchscale.analysis.reading.study_files``) are left out of the
 report, named one per line on stderr, and make ``report`` exit 3 (``EXIT_DAMAGED``), the
 report written all the same. ``print_stored_report`` is also what ``run --local`` prints
 when the pipeline is done, with the same lines and exit status.
@@ -104,8 +104,8 @@ def parse_statuses(text: str) -> tuple[str, ...]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from batchscale.analysis.reading.study_reader import UnreadableStudy
     from batchscale.analysis.report import report_study, summary_json
-    from batchscale.analysis.study_reader import UnreadableStudy
 
     if args.resamples < 0:
         raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
@@ -142,9 +142,9 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
     """The validation tables, each goal's regimes, warnings, what early stopping leaves
     unknown, batch sizes short of non-divergent trials, then the answer (last, where a
     terminal leaves it in view: ``analysis.answer``) and where the report is."""
-    from batchscale.analysis.answer import console_lines
-    from batchscale.analysis.report_pages import format_table
-    from batchscale.analysis.time_pages import noise_scale_line
+    from batchscale.analysis.pages.answer_box import console_lines
+    from batchscale.analysis.pages.report_pages import format_table
+    from batchscale.analysis.pages.time_pages import noise_scale_line
 
     print(format_table(steps[steps["split"] == "val"]))
     for goal, fit in (doc.get("regimes") or {}).items():
@@ -195,8 +195,8 @@ def time_cost_line(time_and_cost: dict | None) -> str | None:
     if not isinstance(summary, dict):
         return None
 
-    from batchscale.analysis.intervals import format_interval
-    from batchscale.analysis.time_to_result import duration, money
+    from batchscale.analysis.statistics.amounts import duration, money
+    from batchscale.analysis.statistics.intervals import format_interval
 
     def m(v):
         return money(v if v is not None else math.nan, "").strip()
@@ -222,7 +222,7 @@ def _estimate_line(name: str, fit: dict, key: str) -> str:
     """``B* 457 [248, 865]``, ``max useful batch size ≥ 2476 (beyond the largest batch
     size measured, 4000)``: the short form of ``intervals.regime_text`` (the notes that
     follow say the rest)."""
-    from batchscale.analysis.intervals import regime_text
+    from batchscale.analysis.statistics.intervals import regime_text
 
     est = fit.get(key)
     if not est or est.get("value") is None:
@@ -286,7 +286,7 @@ def add_compare_command(sub) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from batchscale.analysis.compare import compare_studies, format_comparison, write_comparison
-    from batchscale.analysis.study_reader import UnreadableStudy
+    from batchscale.analysis.reading.study_reader import UnreadableStudy
 
     try:
         result = compare_studies(args.studies, goal=args.goal, split=args.split,

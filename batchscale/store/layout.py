@@ -12,7 +12,7 @@
 ```
 ``<root>`` is a local folder or gs://bucket/prefix (see ``batchscale.store.filesystem``). The
 per-batch-size part below ``<study>/`` is exactly the paper's layout, so one reader
-(``batchscale.analysis.study_reader.load_study``) reads our studies and the paper's released
+(``batchscale.analysis.reading.study_reader.load_study``) reads our studies and the paper's released
 data alike. ``StudyStore`` only reads and writes what one trial or one data set needs (the
 trainer, the progress lines); ``measurements.csv`` is written and parsed here, once.
 """

@@ -88,7 +88,7 @@ def test_new_workload_from_a_spec_only_on_a_gcs_store(gcs_emulator, tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert f"report: {root}/toy/report/report.html" in out.stdout
 
-    from batchscale.analysis.study_reader import load_study
+    from batchscale.analysis.reading.study_reader import load_study
     from batchscale.store.layout import StudyStore
     from batchscale.validation import parse_spec
 

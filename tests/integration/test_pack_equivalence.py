@@ -17,8 +17,8 @@ import math
 
 import pytest
 
-from batchscale.analysis.steps import steps_to_result
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.reading.study_reader import load_study
+from batchscale.analysis.statistics.steps import steps_to_result
 from batchscale.core.goals import first_step_reaching
 from batchscale.search.trials import make_trials
 from batchscale.store.layout import StudyStore

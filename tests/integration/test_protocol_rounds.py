@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from batchscale.analysis.metaparameters import edge_warnings
-from batchscale.analysis.steps import steps_to_result
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.reading.study_reader import load_study
+from batchscale.analysis.statistics.metaparameters import edge_warnings
+from batchscale.analysis.statistics.steps import steps_to_result
 from batchscale.core.rounds import searched_configs
 from batchscale.rounds.planner import plan_stage, planned_trials
 from batchscale.search.packs import pack_trials

@@ -12,21 +12,22 @@ import math
 import pandas as pd
 import pytest
 
-from batchscale.analysis.censoring import (
+from batchscale.analysis.compare import compare_studies
+from batchscale.analysis.figures.plots import budget_plot
+from batchscale.analysis.reading.censoring import (
     implied,
     protocols,
     stop_table,
     study_protocol,
     trial_censoring,
 )
-from batchscale.analysis.compare import compare_studies
-from batchscale.analysis.goal_steps import goal_steps_table
-from batchscale.analysis.metaparameters import trial_outcomes
-from batchscale.analysis.plots import budget_plot
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.report import analyse, write_report
-from batchscale.analysis.steps import best_under_budget, steps_to_result
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.statistics.goal_steps import goal_steps_table
+from batchscale.analysis.statistics.metaparameters import trial_outcomes
+from batchscale.analysis.statistics.steps import best_under_budget, steps_to_result
 from batchscale.cli.main import main
+from batchscale.core import protocols as protocol_table
 from batchscale.core.edges import hull_configs
 from batchscale.core.errors import SpecError
 from batchscale.core.goals import Goal, parse_goal
@@ -112,11 +113,12 @@ def _marks(table) -> dict:
 
 def test_the_protocol_of_new_old_and_paper_stores(tmp_path):
     study = load_study(write_store(str(tmp_path / "new"), RACE))
-    assert study_protocol(study) == "race" and set(protocols(study).values()) == {"race"}
+    assert study_protocol(study) == (protocol_table.RACE,)
+    assert set(protocols(study).values()) == {protocol_table.RACE}
     old = load_study(write_store(str(tmp_path / "old"), RACE, protocol=None))
-    assert study_protocol(old) == "goal"  # older batchscale stores stopped at the goals
+    assert study_protocol(old) == (protocol_table.LEGACY,)  # older batchscale stores stopped at the goals
     paper = load_study(db.write_paper_database(str(tmp_path / "paper")))  # early_stopping true
-    assert study_protocol(paper) == "full"  # its early stopping left trials INCOMPLETE
+    assert study_protocol(paper) == (protocol_table.PAPER,)  # its early stopping left trials INCOMPLETE
     assert set(stop_table(paper)["stop_reason"]) == {"budget", "diverged", ""}
 
 

@@ -25,7 +25,7 @@ from batchscale.analysis.compare import (
     format_comparison,
     write_comparison,
 )
-from batchscale.analysis.intervals import regime_text
+from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.cli.analysis import DEFAULT_COMPARE_OUT
 from batchscale.cli.analysis import add_commands as add_analysis_commands
 from batchscale.core.spec import SpecError

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from batchscale.analysis.completeness import (
+from batchscale.analysis.pages.report_sections import unfinished_section
+from batchscale.analysis.pages.sections import render_html, render_markdown
+from batchscale.analysis.reading.completeness import (
     RESUME_HINT,
     UnfinishedTrial,
     id_ranges,
@@ -18,13 +20,21 @@ from batchscale.analysis.completeness import (
     unfinished_table,
     unfinished_trials,
 )
-from batchscale.analysis.report_pages import unfinished_html, unfinished_markdown
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.cli.analysis import print_summary
 from batchscale.search.trials import make_trials
 from batchscale.store.checkpoints import checkpoint_path, write_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.validation import default_spec_dict, parse_spec
+
+
+def unfinished_html(analysis):  # the section, as the page shows it
+    return render_html(unfinished_section(analysis))
+
+
+def unfinished_markdown(analysis):
+    return render_markdown(unfinished_section(analysis))
+
 
 ROWS = [{"step": 0, "val/classification_error": 0.9, "wall_time": 0.0},
         {"step": 50, "val/classification_error": 0.05, "wall_time": 1.0}]

@@ -14,11 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from batchscale.analysis.regimes import fit_regimes
-from batchscale.analysis.report_pages import damaged_html, damaged_markdown
-from batchscale.analysis.steps import crossings, steps_to_result
-from batchscale.analysis.study_files import Damage
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.pages.report_sections import damaged_section
+from batchscale.analysis.pages.sections import render_html, render_markdown
+from batchscale.analysis.reading.study_files import Damage
+from batchscale.analysis.reading.study_reader import load_study
+from batchscale.analysis.statistics.regimes import fit_regimes
+from batchscale.analysis.statistics.steps import crossings, steps_to_result
 from batchscale.cli.analysis import EXIT_DAMAGED, print_damaged
 from batchscale.cli.main import main
 from batchscale.search.trials import make_trials
@@ -26,6 +27,15 @@ from batchscale.store.layout import StudyStore
 from batchscale.training.trainer import finish_trial
 from batchscale.validation import default_spec_dict, parse_spec
 from tests import paper_database as db
+
+
+def damaged_html(analysis):  # the section, as the page shows it
+    return render_html(damaged_section(analysis))
+
+
+def damaged_markdown(analysis):
+    return render_markdown(damaged_section(analysis))
+
 
 S_MIN, B_STAR = 100, 32  # the fabricated curve: steps to result S(B) = S_MIN (1 + B_STAR / B)
 BATCH_SIZES = (8, 16, 32, 64)

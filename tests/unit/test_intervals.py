@@ -1,4 +1,4 @@
-"""The one notation for intervals and open bounds (batchscale/analysis/intervals.py): a
+"""The one notation for intervals and open bounds (batchscale/analysis/statistics/intervals.py): a
 two-sided interval, a bound on one side only (an infinite end, an end JSON wrote as null,
 or a regime boundary beyond the measured batch sizes), and what the Kubeflow metrics
 publish of each: the parts the text shows, never a made-up number for an open end."""
@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from batchscale.analysis.intervals import (
+from batchscale.analysis.statistics.amounts import duration
+from batchscale.analysis.statistics.intervals import (
     ABOVE,
     BELOW,
     MEASURED,
@@ -22,8 +23,7 @@ from batchscale.analysis.intervals import (
     regime_bound,
     regime_text,
 )
-from batchscale.analysis.regimes import Estimate, fit_regimes
-from batchscale.analysis.time_to_result import duration
+from batchscale.analysis.statistics.regimes import Estimate, fit_regimes
 from tests.synthetic import synthetic_crossings
 
 INF = math.inf

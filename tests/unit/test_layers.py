@@ -3,7 +3,9 @@ one definition per shared name, and no generic top-level import name.
 
 The graph is read from the source (tests/import_graph.py), so the test is fast and sees
 lazy imports inside functions too. The checker itself is tested on a small tree with a
-deliberate cycle and a deliberate upward import, so a broken checker cannot pass silently.
+deliberate cycle, a deliberate upward import and an import up the rooms of a part
+(batchscale.analysis: reading < statistics < figures < pages < its public API), so a broken
+checker cannot pass silently.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import ast
 from pathlib import Path
 
 from batchscale.core import names
-from tests.import_graph import LAYERS, SOURCE_ROOTS, cycles, graph, layer_violations, modules
+from tests.import_graph import LAYERS, ROOMS, SOURCE_ROOTS, cycles, graph, layer_violations, modules
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,3 +102,27 @@ def test_checker_finds_upward_and_sideways_imports(tmp_path):
     assert found == ["pkg.low imports pkg.high: up: pkg.low (layer 0) -> pkg.high (layer 2)",
                      "pkg.peer imports pkg.other: sideways: pkg.peer (layer 1) -> pkg.other (layer 1)"]
     assert cycles(edges) == [["pkg.high", "pkg.low"]]
+
+
+def test_checker_finds_an_import_up_the_rooms_of_a_part(tmp_path):
+    edges = _tree(tmp_path, {
+        "__init__.py": "", "part/__init__.py": "", "part/api.py": "from pkg.part.late import x\n",
+        "part/early/__init__.py": "",
+        "part/early/a.py": "def f():\n    from pkg.part.late import b\n",  # up, lazily
+        "part/early/c.py": "from pkg.part import api\n",  # up to the part's top
+        "part/late/__init__.py": "", "part/late/b.py": "from pkg.part.early import a\nx = 1\n",
+    })
+    layers, rooms = {"pkg.part": 0}, {"pkg.part": ("early", "late")}
+    assert layer_violations(edges, layers, rooms) == [
+        "pkg.part.early.a imports pkg.part.late.b: up inside pkg.part: room early (0) -> room late (1)",
+        "pkg.part.early.c imports pkg.part.api: up inside pkg.part: room early (0) -> room top (2)"]
+    assert layer_violations(edges, layers, {}) == []  # without rooms, a part is one layer
+
+
+def test_the_analysis_rooms_exist():
+    """Every room named in ROOMS is a package of the tree, so a renamed room cannot leave
+    the check with nothing to hold."""
+    found = modules(REPO)
+    missing = [f"{part}.{room}" for part, names in ROOMS.items() for room in names
+               if f"{part}.{room}" not in found]
+    assert not missing, missing

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from batchscale.analysis.study_reader import load_study
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.core.spec import Goal, SpecError
 from batchscale.workloads.defaults import default_goal
 from tests import paper_database as db

@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from batchscale.analysis.metaparameters import (
-    edge_warnings,
-    optimal_metaparameters,
-    trial_counts,
-)
-from batchscale.analysis.plots_metaparameters import (
+from batchscale.analysis.figures.plots_metaparameters import (
     _pick,
     lr_momentum_scatter,
     optimal_metaparameters_plot,
+)
+from batchscale.analysis.statistics.metaparameters import (
+    edge_warnings,
+    optimal_metaparameters,
+    trial_counts,
 )
 from batchscale.core.edges import EDGE_MARGIN, edge_margin
 from tests.svg_figures import size_px

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from batchscale.analysis import html, plot_base
-from batchscale.analysis.plots import (
+from batchscale.analysis.figures import plot_base
+from batchscale.analysis.figures.plots import (
     best_trial_curves_plot,
     budget_label,
     budget_plot,
@@ -18,6 +18,7 @@ from batchscale.analysis.plots import (
     steps_to_result_plot,
     train_vs_val_plot,
 )
+from batchscale.analysis.pages import html
 from tests.svg_figures import (
     MIN_TEXT_PX,
     external_references,
@@ -244,7 +245,7 @@ def _time_table():
 
 
 def test_time_and_cost_figures_are_legible():
-    from batchscale.analysis.plots_time import cost_to_result_plot, time_to_result_plot
+    from batchscale.analysis.figures.plots_time import cost_to_result_plot, time_to_result_plot
 
     table, best, limit = _time_table()
     sane(time_to_result_plot(table, best, limit, "time"))
@@ -267,11 +268,11 @@ def _trials(batch_sizes, stopped=False):
 @pytest.mark.parametrize("batch_sizes", [[64], [8, 64, 512], [8, 64, 512, 4096],
                                          [2 ** k for k in range(1, 15)]])
 def test_metaparameter_figures_are_legible_with_any_number_of_panels(batch_sizes):
-    from batchscale.analysis.metaparameters import optimal_metaparameters
-    from batchscale.analysis.plots_metaparameters import (
+    from batchscale.analysis.figures.plots_metaparameters import (
         lr_momentum_scatter,
         optimal_metaparameters_plot,
     )
+    from batchscale.analysis.statistics.metaparameters import optimal_metaparameters
 
     trials = _trials(batch_sizes, stopped=len(batch_sizes) == 3)
     summary = pd.DataFrame({"batch_size": batch_sizes, "steps_to_result": 100.0,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from batchscale.analysis.regimes import (
+from batchscale.analysis.statistics.regimes import (
     ABOVE,
     BELOW,
     MEASURED,
@@ -16,7 +16,7 @@ from batchscale.analysis.regimes import (
     RegimeFit,
     fit_regimes,
 )
-from batchscale.analysis.scaling_curve import fit_curve
+from batchscale.analysis.statistics.scaling_curve import fit_curve
 from tests.synthetic import synthetic_crossings
 
 BATCH_SIZES = 2 ** np.arange(1, 15)  # 2 .. 16384, as in the paper's sweeps

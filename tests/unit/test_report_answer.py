@@ -12,17 +12,23 @@ import json
 import pandas as pd
 import pytest
 
-from batchscale.analysis import report_tables
-from batchscale.analysis.html import fmt
-from batchscale.analysis.intervals import ABOVE, MEASURED, number
-from batchscale.analysis.locations import private_root, shown_location
+from batchscale.analysis.pages import report_tables
+from batchscale.analysis.pages.html import fmt
+from batchscale.analysis.pages.report_tables import budgets_wide, trials_section
+from batchscale.analysis.pages.sections import render_html
+from batchscale.analysis.reading.locations import private_root, shown_location
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.report import analyse, kfp_metrics, write_report
-from batchscale.analysis.report_tables import budgets_wide, trials_html
-from batchscale.analysis.study_reader import load_study
-from batchscale.analysis.training_cost import count_text
+from batchscale.analysis.statistics.intervals import ABOVE, MEASURED, number
+from batchscale.analysis.statistics.training_cost import count_text
 from batchscale.cli.analysis import EXIT_DAMAGED, print_stored_report, print_summary
 from batchscale.store.layout import StudyStore
 from tests import report_store as qs
+
+
+def trials_html(analysis):  # the section, as the page shows it
+    return render_html(trials_section(analysis))
+
 
 GOAL = "classification_error<0.08"
 WORKLOAD = "quickstart/mnist_5k/fc_128_128/nesterov_momentum"

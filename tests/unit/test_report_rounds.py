@@ -10,11 +10,11 @@ import math
 
 import pytest
 
-from batchscale.analysis.completeness import unfinished_trials
+from batchscale.analysis.reading.completeness import unfinished_trials
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.report import RACE_FIT_NOTE, analyse, kfp_metrics, summary_json, write_report
-from batchscale.analysis.search_rounds import space_text
-from batchscale.analysis.study_reader import load_study
-from batchscale.analysis.training_cost import cost_sentence, training_cost
+from batchscale.analysis.statistics.search_rounds import space_text
+from batchscale.analysis.statistics.training_cost import cost_sentence, training_cost
 from batchscale.core.rounds import SearchRound
 from batchscale.store.layout import StudyStore
 from tests.unit.test_censoring import WORKLOAD, write_store

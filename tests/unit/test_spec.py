@@ -7,7 +7,13 @@ import pytest
 import yaml
 
 from batchscale.core.spec import SpecError
-from batchscale.validation import default_spec_dict, load_spec_dict, parse_spec, resolve_spec, with_batch_sizes
+from batchscale.validation import (
+    default_spec_dict,
+    load_spec_dict,
+    parse_spec,
+    resolve_spec,
+    with_batch_sizes,
+)
 
 
 def _floats(x):

@@ -5,15 +5,15 @@ import math
 import pandas as pd
 import pytest
 
-from batchscale.analysis.goal_steps import GOAL_STEP_COLUMNS, goal_steps_table
-from batchscale.analysis.steps import (
+from batchscale.analysis.reading.study_reader import load_study
+from batchscale.analysis.statistics.goal_steps import GOAL_STEP_COLUMNS, goal_steps_table
+from batchscale.analysis.statistics.steps import (
     all_steps_to_result,
     best_under_budget,
     crossings,
     default_budgets,
     steps_to_result,
 )
-from batchscale.analysis.study_reader import load_study
 from batchscale.core.goals import Goal, parse_goal
 from tests import paper_database as db
 

@@ -14,13 +14,13 @@ import statistics
 import pandas as pd
 import pytest
 
-from batchscale.analysis.regimes import Estimate, RegimeFit, fit_regimes
+from batchscale.analysis.pages.time_pages import noise_scale_line, predicted_noise_scale
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.report import REPORT_FILES, analyse, kfp_metrics, summary_json, write_report
-from batchscale.analysis.step_times import read_probes, read_study_plan, step_time_profile
-from batchscale.analysis.steps import crossings, steps_to_result
-from batchscale.analysis.study_reader import load_study
-from batchscale.analysis.time_pages import noise_scale_line, predicted_noise_scale
-from batchscale.analysis.time_to_result import device_limit, spec_price, time_and_cost
+from batchscale.analysis.statistics.regimes import Estimate, RegimeFit, fit_regimes
+from batchscale.analysis.statistics.step_times import read_probes, read_study_plan, step_time_profile
+from batchscale.analysis.statistics.steps import crossings, steps_to_result
+from batchscale.analysis.statistics.time_to_result import device_limit, spec_price, time_and_cost
 from batchscale.cli.main import main
 from batchscale.core.prices import device_price
 from batchscale.store.filesystem import open_root

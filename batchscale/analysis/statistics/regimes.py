@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.intervals import ABOVE, BELOW, MEASURED, UNDETERMINED, number, regime_text
-from batchscale.analysis.scaling_curve import (
+from batchscale.analysis.statistics.intervals import ABOVE, BELOW, MEASURED, UNDETERMINED, number, regime_text
+from batchscale.analysis.statistics.scaling_curve import (
     GRID_MARGIN,
     MIN_BATCH_SIZES,
     bootstrap_log_steps,

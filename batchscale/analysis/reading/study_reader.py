@@ -14,7 +14,7 @@ Both use the paper's layout (``<dataset>/<model>/<optimizer>/<batch_size>/study.
 This is the one reader of a study's folders: the report, compare, the results API
 (``batchscale.analysis.results``) and the pipeline's aggregate step all load through it.
 
-Damaged files are never believed (``batchscale.analysis.study_files``): a trial whose
+Damaged files are never believed (``batchscale.analysis.reading.study_files``): a trial whose
 metadata.json or measurements.csv is missing, unreadable or not what was written, a
 batch-size folder without a readable study.json, and for our studies a listed batch size
 without one, are left out and listed in ``Study.damaged``, each naming its file.
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from batchscale.analysis.censoring import refuse_unmeasurable, study_json_goals
-from batchscale.analysis.study_files import (
+from batchscale.analysis.reading.censoring import refuse_unmeasurable, study_json_goals
+from batchscale.analysis.reading.study_files import (
     Damage,
     find_workload,
     join,

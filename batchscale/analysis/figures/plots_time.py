@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.plot_base import (
+from batchscale.analysis.figures.plot_base import (
     drawing,
     figure,
     legend,

@@ -1,7 +1,7 @@
 """The report's "Time and cost to result" section, and the plan's predicted noise scale
 beside the fitted critical batch size.
 
-``time_html`` / ``time_markdown`` render ``Analysis.time_cost``
+``time_section`` shows ``Analysis.time_cost``
 (``time_to_result.TimeCost``): one sentence naming the fastest and the cheapest batch size
 on the hardware and the device limit, the per-batch-size table, both figures, the price
 with its date and source, and the step-time profile with where each step time comes from.
@@ -17,10 +17,22 @@ import math
 
 import pandas as pd
 
-from batchscale.analysis import html as h
-from batchscale.analysis.intervals import format_interval, number
-from batchscale.analysis.report_figures import TIME_FIGURES
-from batchscale.analysis.time_to_result import duration, money
+from batchscale.analysis.figures.report_figures import TIME_FIGURES
+from batchscale.analysis.pages import html as h
+from batchscale.analysis.pages.sections import (
+    HTML,
+    MARKDOWN,
+    Figures,
+    Notes,
+    Paragraph,
+    Section,
+    Subheading,
+    Table,
+)
+from batchscale.analysis.statistics.amounts import duration, money
+from batchscale.analysis.statistics.intervals import format_interval, number
+from batchscale.analysis.statistics.study_analysis import Analysis
+from batchscale.analysis.statistics.time_to_result import TimeCost
 from batchscale.core.prices import PRICE_SOURCE
 
 TITLE = "Time and cost to result"
@@ -85,7 +97,7 @@ def _interval(value: float, low: float, high: float) -> str:
     return format_interval(value, low, high)
 
 
-def headline(tc) -> str:
+def headline(tc: TimeCost) -> str:
     """One sentence: the fastest and the cheapest batch size on the hardware, and the
     device limit."""
     where = f"On {tc.profile.device_kind}" if tc.profile.device_kind else "On the study's hardware"
@@ -120,14 +132,14 @@ def _close(choice) -> str:
     return f" (within 10% of it: {', '.join(map(str, choice.close))})"
 
 
-def price_line(tc) -> str:
+def price_line(tc: TimeCost) -> str:
     return (f"Price: {tc.currency} {h.fmt(tc.price_per_device_hour)} per device-hour "
             f"({tc.price_source}); list prices of {tc.price_date} ({PRICE_SOURCE}), a CPU "
             "trial's device being the cores it ran on; override with the spec's "
             "price_per_device_hour or `batchscale report --price`.")
 
 
-def _table(tc) -> pd.DataFrame:
+def _table(tc: TimeCost) -> pd.DataFrame:
     """The per-batch-size table as shown: steps, time and cost each one cell in the
     interval notation (time_to_result.csv keeps the numbers apart)."""
     t = tc.table
@@ -144,27 +156,15 @@ def _table(tc) -> pd.DataFrame:
     return shown[SHOWN]
 
 
-def time_html(analysis) -> list[str]:
-    tc = getattr(analysis, "time_cost", None)
+def time_section(analysis: Analysis) -> Section | None:
+    """"Time and cost to result" (None: not computed). summary.md names the figures at the
+    end, where report.html shows them after the intervals."""
+    tc = analysis.time_cost
     if tc is None:
-        return []
-    figures = [h.figure(*analysis.figures[name], alt=name) for name in TIME_FIGURES
-               if name in analysis.figures]
-    notes = tc.summary()["notes"]
-    return [f'<h2 id="time-and-cost">{TITLE}</h2>', f"<p>{h.esc(headline(tc))}</p>",
-            h.table(_table(tc)), f'<p class="note">{h.esc(INTERVALS)}</p>', *figures,
-            f'<p class="note">{h.esc(price_line(tc))}</p>',
-            "<h3>Step-time profile</h3>", h.table(tc.profile.table, PROFILE_SHOWN),
-            *(f'<p class="note">{h.esc(n)}</p>' for n in notes)]
-
-
-def time_markdown(analysis) -> list[str]:
-    tc = getattr(analysis, "time_cost", None)
-    if tc is None:
-        return []
-    return [f"## {TITLE}", "", headline(tc), "", *h.markdown_table(_table(tc)), "",
-            INTERVALS, "", price_line(tc), "", "### Step-time profile", "",
-            *h.markdown_table(tc.profile.table, PROFILE_SHOWN), "",
-            *(f"- {n}" for n in tc.summary()["notes"]),
-            "Figures: " + ", ".join(n for n in TIME_FIGURES if n in analysis.figures)
-            + " (embedded in report.html).", ""]
+        return None
+    figures = [(name, *analysis.figures[name]) for name in TIME_FIGURES if name in analysis.figures]
+    return Section("time-and-cost", TITLE, [
+        Paragraph(headline(tc)), Table(_table(tc)), Paragraph(INTERVALS, note=True),
+        Figures(figures, media=(HTML,)), Paragraph(price_line(tc), note=True),
+        Subheading("Step-time profile"), Table(tc.profile.table, PROFILE_SHOWN),
+        Notes(tc.summary()["notes"]), Figures(figures, media=(MARKDOWN,))])

@@ -1,8 +1,8 @@
 """The report's numbers for machines: summary.json (``summary_json``) and the Kubeflow UI's
-Metrics (``kfp_metrics``), from a ``report.Analysis`` (not imported here: ``report``
-imports this module; both functions read only its fields). Estimates are given in the one
-interval notation of ``intervals``: summary.json's regimes carry a ``text`` beside the
-numbers, and a metric never stands in for an end the data do not bound.
+Metrics (``kfp_metrics``), from a ``study_analysis.Analysis`` (both read only its
+fields). Estimates are given in the one interval notation of ``intervals``: summary.json's
+regimes carry a ``text`` beside the numbers, and a metric never stands in for an end the
+data do not bound.
 """
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import math
 
-from batchscale.analysis.intervals import regime_bound
-from batchscale.analysis.locations import shown_location
+from batchscale.analysis.reading.censoring import protocol_label
+from batchscale.analysis.reading.locations import shown_location
+from batchscale.analysis.statistics.intervals import regime_bound
+from batchscale.analysis.statistics.study_analysis import Analysis
 
 
-def summary_json(analysis) -> dict:
+def summary_json(analysis: Analysis) -> dict:
     """The report's numbers as one JSON document (what summary.json holds); the keys on
     early stopping, rounds, training cost, time and the answer come last (older readers
     see a prefix). ``location``: as the report names it (``locations.shown_location``)."""
@@ -35,7 +37,7 @@ def summary_json(analysis) -> dict:
         "expected_trials": analysis.expected_trials,
         "unfinished": [u.to_dict() for u in analysis.unfinished],
         "damaged": [d.to_dict() for d in analysis.damaged],
-        "protocol": analysis.protocol, "censoring": analysis.censoring,
+        "protocol": protocol_label(analysis.protocol), "censoring": analysis.censoring,
         "search_rounds": records(analysis.rounds), "search_round_notes": analysis.round_notes,
         "training_cost": analysis.cost,
         "time_and_cost": analysis.time_cost and analysis.time_cost.to_dict(),
@@ -57,7 +59,7 @@ def plain(value):
     return value
 
 
-def kfp_metrics(analysis) -> dict[str, float]:
+def kfp_metrics(analysis: Analysis) -> dict[str, float]:
     """The headline numbers as flat scalar metrics for the Kubeflow UI's Metrics view. A
     regime estimate publishes the parts its text shows (``intervals.regime_bound``):
     ``…/b_star``, ``…/b_star/low``, ``…/b_star/high`` for ``457 [248, 865]``; only

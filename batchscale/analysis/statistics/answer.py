@@ -16,10 +16,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from batchscale.analysis import html as h
-from batchscale.analysis.intervals import format_interval, number, regime_text
-from batchscale.analysis.time_to_result import FASTER, duration, money
-from batchscale.analysis.training_cost import count_text
+import pandas as pd
+
+from batchscale.analysis.reading.censoring import early_stopping, from_label
+from batchscale.analysis.statistics.amounts import duration, money
+from batchscale.analysis.statistics.intervals import format_interval, number, regime_text
+from batchscale.analysis.statistics.regimes import RegimeFit
+from batchscale.analysis.statistics.time_to_result import FASTER, TimeCost
+from batchscale.analysis.statistics.training_cost import count_text
+from batchscale.core.protocols import PAPER
 
 SPLIT = "val"
 
@@ -42,13 +47,16 @@ class Answer:
                 "items": [{"key": k, "label": label, "text": text} for k, label, text in self.items]}
 
 
-def answer(analysis) -> Answer:
-    """The answer of an ``report.Analysis`` (module docstring)."""
-    goal = analysis.study.goals[0].label
-    fit = analysis.fits.get(goal)
+def answer(goal: str, steps: pd.DataFrame, fit: RegimeFit | None, time_cost: TimeCost | None,
+           cost: dict, damaged: int, unfinished: int, expected: int | None) -> Answer:
+    """The answer (module docstring) from the typed parts of a ``study_analysis.Analysis``
+    it needs (``Analysis.answer`` passes them; this module sits below that record):
+    ``goal`` the first goal's label, ``steps`` the steps table, ``fit`` its regime fit,
+    the time and training cost, and the counts of damaged files, unfinished and expected
+    trials."""
     level = fit.level if fit is not None else 0.95
-    items = [_fewest_steps(analysis.steps, goal), *_time_and_cost(analysis.time_cost),
-             *_regimes(fit, level), *_savings(analysis.cost), *_caution(analysis)]
+    items = [_fewest_steps(steps, goal), *_time_and_cost(time_cost), *_regimes(fit, level),
+             *_savings(cost), *_caution(damaged, unfinished, expected)]
     return Answer(goal, level, tuple(i for i in items if i))
 
 
@@ -75,7 +83,7 @@ def _fewest_steps(steps, goal: str):
     return "fewest_steps", label, text
 
 
-def _hardware(tc) -> str:
+def _hardware(tc: TimeCost) -> str:
     kind = tc.profile.device_kind or "the study's hardware"
     cores = tc.profile.table.get("cpu_cores")
     if kind == "cpu" and cores is not None and cores.notna().any():
@@ -84,7 +92,7 @@ def _hardware(tc) -> str:
     return kind
 
 
-def _time_and_cost(tc) -> list:
+def _time_and_cost(tc: TimeCost | None) -> list:
     """One item: the fastest and the cheapest batch size on the hardware, each with its
     interval and the batch sizes within 10% of it."""
     if tc is None:
@@ -126,10 +134,10 @@ def _regimes(fit, level: float) -> list:
 def _savings(cost: dict) -> list:
     if not cost or not cost.get("trials"):
         return []
-    protocol, trained, full = cost.get("protocol", "full"), cost["trained_steps"], cost["full_steps"]
+    protocol, trained, full = cost.get("protocol", PAPER.name), cost["trained_steps"], cost["full_steps"]
     fraction = cost.get("fraction_of_full_steps")
     label = f"Protocol {protocol} trained"
-    if protocol == "full":
+    if not early_stopping(from_label(protocol)):  # the cost names its protocols
         return [("savings", label, f"{count_text(trained)} steps over {cost['trials']} trials, "
                  "every trial to its budget (no early stopping)")]
     if fraction is None or math.isclose(fraction, 1.0):
@@ -144,32 +152,13 @@ def _savings(cost: dict) -> list:
     return [("savings", label, text)]
 
 
-def _caution(analysis) -> list:
+def _caution(damaged: int, unfinished: int, expected: int | None) -> list:
     parts = []
-    if analysis.damaged:
-        parts.append(f"{len(analysis.damaged)} damaged file(s) left out")
-    if analysis.unfinished and analysis.expected_trials:
-        parts.append(f"{len(analysis.unfinished)} of {analysis.expected_trials} trials unfinished")
+    if damaged:
+        parts.append(f"{damaged} damaged file(s) left out")
+    if unfinished and expected:
+        parts.append(f"{unfinished} of {expected} trials unfinished")
     if not parts:
         return []
     return [("caution", "Caution", "; ".join(parts) + ": the numbers count only what could be "
              "read and finished (see below)")]
-
-
-def answer_html(ans: Answer) -> str:
-    """The answer box that opens report.html (above the contents and every figure)."""
-    items = "".join(f"<li><strong>{h.esc(label)}</strong>: {h.esc(text)}</li>"
-                    for _key, label, text in ans.items)
-    return f'<div class="answer" id="answer"><p>{h.esc(ans.heading)}:</p><ul>{items}</ul></div>'
-
-
-def answer_markdown(ans: Answer) -> list[str]:
-    return [f"**{ans.heading}:**", "", *(f"- **{label}**: {text}" for _k, label, text in ans.items),
-            ""]
-
-
-def console_lines(doc: dict | None) -> list[str]:
-    """The answer as the console prints it, from summary.json's ``answer`` (none: [])."""
-    if not isinstance(doc, dict) or not doc.get("items"):
-        return []
-    return [f"{doc['heading']}:", *(f"  {i['label']}: {i['text']}" for i in doc["items"])]

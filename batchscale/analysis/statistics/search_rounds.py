@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from batchscale.analysis.completeness import id_ranges
-from batchscale.analysis.metaparameters import fmt_value
+from batchscale.analysis.reading.completeness import id_ranges
+from batchscale.analysis.statistics.metaparameters import fmt_value
 from batchscale.core.edges import edge_margin, hull_configs, search_edge
 
 INITIAL = "initial search"

@@ -15,9 +15,9 @@ import math
 
 import pandas as pd
 
-from batchscale.analysis.censoring import stop_table, trial_censoring
-from batchscale.analysis.steps import first_crossings
-from batchscale.analysis.study_reader import KEYS, Study
+from batchscale.analysis.reading.censoring import stop_table, trial_censoring
+from batchscale.analysis.reading.study_reader import KEYS, Study
+from batchscale.analysis.statistics.steps import first_crossings
 from batchscale.core.names import METRIC_SPLITS, effective_learning_rate
 
 GOAL_STEPS_FILE = "goal_steps.csv"  # in the report folder, <study>/report/

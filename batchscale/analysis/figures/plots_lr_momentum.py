@@ -15,10 +15,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.metaparameters import parameter_configs, reached_mask, trial_outcomes
-from batchscale.analysis.plot_base import FONT, drawing, log_axis, panels, plain
-from batchscale.analysis.plot_base import no_data as _no_data
-from batchscale.analysis.plot_base import svg as _svg
+from batchscale.analysis.figures.plot_base import FONT, drawing, log_axis, panels, plain
+from batchscale.analysis.figures.plot_base import no_data as _no_data
+from batchscale.analysis.figures.plot_base import svg as _svg
+from batchscale.analysis.statistics.metaparameters import parameter_configs, reached_mask, trial_outcomes
 
 OUTCOME_STYLE = {
     "reached": {"marker": "o", "facecolors": "tab:blue", "edgecolors": "tab:blue",

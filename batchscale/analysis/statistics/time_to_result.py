@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.intervals import regime_text
-from batchscale.analysis.scaling_curve import bootstrap_log_steps
-from batchscale.analysis.step_times import StepTimeProfile
+from batchscale.analysis.statistics.intervals import regime_text
+from batchscale.analysis.statistics.scaling_curve import bootstrap_log_steps
+from batchscale.analysis.statistics.step_times import StepTimeProfile
 from batchscale.core.prices import CURRENCY, PRICE_DATE, PRICE_SOURCE, device_price
 from batchscale.store.compatibility import STUDY_SPEC_KEY
 
@@ -286,25 +286,3 @@ def device_limit(table: pd.DataFrame, fit=None) -> DeviceLimit:
                        "with the batch, communication ignored), so time is proportional to "
                        "steps and the limit is the regime fit's maximum useful batch size "
                        "(S = 1.1 S_min)")
-
-
-def duration(seconds: float) -> str:
-    """``"42 s"``, ``"3.5 min"``, ``"2.1 h"``: a time for a sentence."""
-    if not math.isfinite(seconds):
-        return "—"
-    if seconds < 120:
-        return f"{seconds:.3g} s"
-    return f"{seconds / 60:.3g} min" if seconds < 7200 else f"{seconds / 3600:.3g} h"
-
-
-def money(value: float, currency: str = CURRENCY) -> str:
-    """``USD 0.00000251`` / ``USD 12.3`` / ``USD 1,234``: three significant digits, never
-    in exponent form (a CPU study's cost to result is millionths of a dollar); ``—``
-    unknown."""
-    if value is None or not math.isfinite(value):
-        return "—"
-    if abs(value) >= 1000:
-        return f"{currency} {value:,.0f}"
-    return f"{currency} " + np.format_float_positional(value, precision=3, unique=False,
-                                                      fractional=False, trim="-")
-

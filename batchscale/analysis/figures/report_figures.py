@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import pandas as pd
 
-from batchscale.analysis import plots, plots_metaparameters, plots_time
-from batchscale.analysis.study_reader import Study
+from batchscale.analysis.figures import plots, plots_metaparameters, plots_time
+from batchscale.analysis.reading.censoring import protocol_label
+from batchscale.analysis.reading.study_reader import Study
+from batchscale.core.protocols import StoppingProtocol
 
 CENSORED_CAPTION = ("; hollow: censored by early stopping (a trial there stopped before the "
                     "budget, so the true best may be better).")
 
 
 def report_figures(study: Study, steps, val, fits, budgets, optimal, trials,
-                   protocol: str | None = None) -> dict[str, tuple[bytes, str]]:
-    """file name -> (SVG, caption). ``protocol`` names the early stopping that censored
-    the hollow budget points (``best_under_budget``'s ``censored``)."""
+                   protocols: tuple[StoppingProtocol, ...] = ()) -> dict[str, tuple[bytes, str]]:
+    """file name -> (SVG, caption). ``protocols``: the study's (``censoring.study_protocol``),
+    whose early stopping censored the hollow budget points (``best_under_budget``'s
+    ``censored``); the legend names them."""
     primary = study.goals[0]
     out = {"steps_to_result.svg": (
         plots.steps_to_result_plot(val, study.title, fits=fits),
@@ -38,7 +41,8 @@ def report_figures(study: Study, steps, val, fits, budgets, optimal, trials,
             out[f"budget_{kind}.svg"] = (
                 plots.budget_plot(table, study.name,
                                   f"validation {primary.metric.replace('_', ' ')}",
-                                  train_examples=study.train_examples, protocol=protocol),
+                                  train_examples=study.train_examples,
+                                  protocol=protocol_label(protocols) or None),
                 f"Best validation {primary.metric} reached within each {kind[:-1]} budget, "
                 "over all counted trials (Figure 11)" + (CENSORED_CAPTION if hollow else "."))
     out["optimal_metaparameters.svg"] = (

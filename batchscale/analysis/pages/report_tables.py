@@ -16,15 +16,16 @@ import math
 
 import pandas as pd
 
-from batchscale.analysis.html import fmt, markdown_table, sortable_table
-from batchscale.analysis.html import table as table_html
-from batchscale.analysis.study_reader import KEYS
+from batchscale.analysis.pages.html import fmt
+from batchscale.analysis.pages.sections import HTML, Paragraph, Section, SortableTable, Table
+from batchscale.analysis.reading.study_reader import KEYS
+from batchscale.analysis.statistics.study_analysis import Analysis
 
 TRIALS_FILE = "trials.csv"
 FIRST = ("learning_rate", "momentum")  # then the other metaparameters, by name
 
 
-def trials_table(analysis) -> pd.DataFrame:
+def trials_table(analysis: Analysis) -> pd.DataFrame:
     """batch_size, trial_id, status, the metaparameters, steps_trained, ``first step
     <goal>`` (NaN: not reached or unknown), stop_reason, censored ("yes" or "")."""
     study = analysis.study
@@ -75,27 +76,20 @@ def _cell(value, censored: bool) -> str:
     return fmt(float(value)) + (" (censored)" if censored else "")
 
 
-def trials_html(analysis) -> list[str]:
-    """The "All trials" section: the sortable table, folded away when it is long."""
+def trials_section(analysis: Analysis) -> Section:
+    """"All trials": the sortable table on the page, folded away when it is long; summary.md
+    names trials.csv instead."""
     table = trials_table(analysis)
-    count = len(table)
-    opened = " open" if count <= OPEN_UP_TO else ""
-    return [f'<h2 id="trials">All trials ({count})</h2>',
-            f'<p class="note">{TRIALS_NOTE.format(goal=analysis.study.goals[0].label)}</p>',
-            f"<details{opened}><summary>the {count} trials</summary>"
-            f"{sortable_table(table, 'trials-table')}</details>"]
+    return Section("trials", f"All trials ({len(table)})", [
+        Paragraph(TRIALS_NOTE.format(goal=analysis.study.goals[0].label), note=True, media=(HTML,)),
+        SortableTable(table, "trials-table", TRIALS_FILE, OPEN_UP_TO)], heading_media=(HTML,))
 
 
-def budgets_html(analysis) -> list[str]:
+def budgets_section(analysis: Analysis) -> Section:
+    """"Best validation metric under budgets", wide (Figure 11's numbers)."""
     wide = budgets_wide(analysis.budgets, analysis.study.train_examples)
-    return ['<h2 id="budgets">Best validation metric under budgets</h2>', table_html(wide),
-            f'<p class="note">{BUDGETS_NOTE}</p>']
-
-
-def budgets_markdown(analysis) -> list[str]:
-    wide = budgets_wide(analysis.budgets, analysis.study.train_examples)
-    return ["## Best validation metric under budgets", "", *markdown_table(wide), "",
-            BUDGETS_NOTE, ""]
+    return Section("budgets", "Best validation metric under budgets",
+                   [Table(wide), Paragraph(BUDGETS_NOTE, note=True)])
 
 
 OPEN_UP_TO = 50  # trials shown unfolded; more start folded (<details>), the page stays short

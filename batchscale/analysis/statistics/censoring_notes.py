@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from batchscale.analysis.censoring import (
-    EARLY_STOPS,
+from batchscale.analysis.reading.censoring import (
     STOPPED_EARLY,
     UPPER_BOUND,
     implied,
+    protocol_label,
     stop_table,
     stopping_goals,
     study_protocol,
 )
+from batchscale.core.protocols import PAPER, StoppingProtocol, all_protocols, early_stop_reasons
 
 SPLIT_NAMES = {"val": "validation", "train": "training"}
 
@@ -60,10 +61,10 @@ def censoring_notes(study, steps: pd.DataFrame) -> list[str]:
     """One note per goal and split of ``steps`` (``all_steps_to_result``'s table) that
     early stopping could have touched; [] when no trial stopped early."""
     reasons = stop_table(study)["stop_reason"]
-    early = int(reasons.isin(EARLY_STOPS).sum())
+    early = int(reasons.isin(early_stop_reasons()).sum())
     if not early or "censored" not in steps:
         return []
-    protocol, own = study_protocol(study), stopping_goals(study)
+    protocol, own = protocol_label(study_protocol(study)), stopping_goals(study)
     goals = {g.label: g for g in study.goals}
     own_text = ", ".join(g.label for g in own) or "none recorded"
     notes = []
@@ -87,3 +88,20 @@ def censoring_notes(study, steps: pd.DataFrame) -> list[str]:
             note += " The regime fit uses these upper bounds."
         notes.append(note)
     return notes
+
+
+# Measured on the quickstart (benchmarks/README.md, stopping protocols): the same steps to
+# result under goal and race, B* 457 [248, 865] under goal and full, 413 [283, 777] under race.
+def approximate_fit_note(found: tuple[StoppingProtocol, ...]) -> str:
+    """The regime-fit note for the protocols whose fit is approximate (``fit_approximate``:
+    they stopped trials other than the best before those crossed), naming a protocol of
+    the same family whose fit is exact, when there is one."""
+    approximate = [p for p in found if p.fit_approximate]
+    names = "+".join(p.name for p in approximate)
+    exact = [q.name for q in all_protocols() if q.early_stopping and not q.fit_approximate
+             and any(p.may_switch_to(q) for p in approximate)]
+    instead = f"; protocol {exact[0]} gives the fit that {PAPER.name} would" if exact else ""
+    return (f"protocol {names}: steps to result is exact, but the regime fit's intervals and its "
+            f"best-of-n correction also use the crossings of trials other than the best, which "
+            f"{names} stopped before they crossed, so S_min, B* and their intervals are "
+            f"approximate{instead}")

@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.plot_base import drawing as _drawing
-from batchscale.analysis.plot_base import figure as _figure
-from batchscale.analysis.plot_base import footnote as _footnote
-from batchscale.analysis.plot_base import legend as _legend
-from batchscale.analysis.plot_base import log2_axes as _log2_axes
-from batchscale.analysis.plot_base import log_axis as _log_axis
-from batchscale.analysis.plot_base import no_data as _no_data
-from batchscale.analysis.plot_base import numbers as _numbers
-from batchscale.analysis.plot_base import svg as _svg
-from batchscale.analysis.plots_budget import budget_label as budget_label
-from batchscale.analysis.plots_budget import budget_plot as budget_plot
+from batchscale.analysis.figures.plot_base import drawing as _drawing
+from batchscale.analysis.figures.plot_base import figure as _figure
+from batchscale.analysis.figures.plot_base import footnote as _footnote
+from batchscale.analysis.figures.plot_base import legend as _legend
+from batchscale.analysis.figures.plot_base import log2_axes as _log2_axes
+from batchscale.analysis.figures.plot_base import log_axis as _log_axis
+from batchscale.analysis.figures.plot_base import no_data as _no_data
+from batchscale.analysis.figures.plot_base import numbers as _numbers
+from batchscale.analysis.figures.plot_base import svg as _svg
+from batchscale.analysis.figures.plots_budget import budget_label as budget_label
+from batchscale.analysis.figures.plots_budget import budget_plot as budget_plot
 
 STEPS = "steps_to_result"
 EXAMPLES = "examples_to_result"

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.censoring import budget_censored, qualifiers, stop_table
+from batchscale.analysis.reading.censoring import budget_censored, qualifiers, stop_table
 from batchscale.core.goals import Goal
 from batchscale.core.names import METRIC_SPLITS as SPLITS
 from batchscale.core.names import effective_learning_rate

@@ -1,9 +1,10 @@
 """A comparison of studies shown and written: terminal text, compare.html, compare.md,
 compare.csv and compare.json.
 
-Every function takes a ``compare.Comparison`` (not imported here: ``compare`` imports this
-module) and reads only its fields. ``write_comparison`` writes those files and the figures
-into a local folder or gs:// prefix, and nothing else.
+Every function takes a ``statistics.comparison.Comparison`` and reads only its fields;
+the page's sections are defined once (``comparison_sections``) for compare.html and
+compare.md, and the terminal text is rendered from the same blocks. ``write_comparison``
+writes those files and the figures into a local folder or gs:// prefix, and nothing else.
 """
 
 from __future__ import annotations
@@ -12,9 +13,25 @@ import json
 
 import pandas as pd
 
-from batchscale.analysis import html as H
-from batchscale.analysis.intervals import regime_text
-from batchscale.analysis.plots import STEPS
+from batchscale.analysis.figures.plots import STEPS
+from batchscale.analysis.pages import html as H
+from batchscale.analysis.pages.sections import (
+    HTML,
+    MARKDOWN,
+    Bullets,
+    Code,
+    Figures,
+    Notes,
+    Paragraph,
+    Section,
+    Table,
+    Warnings,
+    render_console,
+    render_html,
+    render_markdown,
+)
+from batchscale.analysis.statistics.comparison import Comparison
+from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.store.filesystem import open_root
 
 NORMALIZED = f"normalized_{STEPS}"
@@ -24,6 +41,7 @@ FIGURE_EXAMPLES = "compare_examples.svg"
 OUTPUT_FILES = ("compare.html", "compare.md", "compare.csv", "compare.json",
                 FIGURE_STEPS, FIGURE_NORMALIZED, FIGURE_EXAMPLES)
 SPLIT_NAMES = {"val": "validation", "train": "training"}
+TITLE = "Comparison of steps to result"
 
 
 def _value_text(table: pd.DataFrame, entry, batch_size: int, normalizing: bool) -> str:
@@ -35,7 +53,7 @@ def _value_text(table: pd.DataFrame, entry, batch_size: int, normalizing: bool) 
     return H.fmt(float(row[NORMALIZED if normalizing else STEPS].iloc[0]))
 
 
-def _display_wide(result) -> pd.DataFrame:
+def _display_wide(result: Comparison) -> pd.DataFrame:
     """batch size x study (a column per study, headed by its name, made unique by
     ``compare.disambiguate``) of the plotted values as text: "—" not reached, "" not
     measured, "n/a" a study left out of the normalisation."""
@@ -48,40 +66,34 @@ def _display_wide(result) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _legend_line(result) -> str:
+def _legend_line(result: Comparison) -> str:
     text = "— not reached; blank: batch size not measured"
     if result.normalize_at is not None:
         text += "; n/a: left out of the normalisation (see the notes)"
     return text
 
 
-def _what(result) -> str:
+def _what(result: Comparison) -> str:
     what = f"{SPLIT_NAMES[result.split]} steps to result"
     if result.normalize_at is not None:
         what += f", normalised to 1 at batch size {result.normalize_at}"
     return what
 
 
-def format_comparison(result) -> str:
+def format_comparison(result: Comparison) -> str:
     """Plain text for the terminal: a legend of the studies, then batch size rows x study
     columns of steps to result (normalised when asked), then the notes."""
-    lines = [f"{_what(result)}:"]
-    lines += [f"  {name}: {goal}, {location}" for name, goal, location in _study_lines(result)]
-    frame = _display_wide(result)
-    widths = [max(len(c), *(len(v) for v in frame[c])) for c in frame.columns]
-    lines.append("  ".join(c.rjust(w) for c, w in zip(frame.columns, widths)))
-    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in frame.itertuples(index=False)]
-    lines.append(f"({_legend_line(result)})")
-    lines += [f"note: {n}" for n in result.notes]
-    return "\n".join(lines)
+    return "\n".join(render_console(Section(None, f"{_what(result)}:", [
+        _studies(result), Table(_display_wide(result)), Paragraph(f"({_legend_line(result)})"),
+        Notes(result.notes)])))
 
 
-def _study_lines(result) -> list[tuple[str, str, str]]:
+def _study_lines(result: Comparison) -> list[tuple[str, str, str]]:
     """(study name as the columns head it, its goal, where it was read from)."""
     return [(e.study, e.goal, e.location) for e in result.studies]
 
 
-def _fit_table(result) -> pd.DataFrame | None:
+def _fit_table(result: Comparison) -> pd.DataFrame | None:
     rows = []
     for e in result.studies:
         if e.fit is None or not e.fit.fitted:
@@ -92,21 +104,6 @@ def _fit_table(result) -> pd.DataFrame | None:
                                    e.fit.level, short=True)
         rows.append(row)
     return pd.DataFrame(rows) if rows else None
-
-
-def comparison_markdown(result) -> str:
-    lines = ["# Comparison of steps to result", "", f"{_what(result)}.", ""]
-    lines += [f"- {name}: {goal}, `{location}`" for name, goal, location in _study_lines(result)]
-    lines += ["", *H.markdown_table(_display_wide(result)), "",
-              f"{_legend_line(result)}.", ""]
-    fits = _fit_table(result)
-    if fits is not None:
-        lines += ["## Regime fits (95% bootstrap intervals)", "", *H.markdown_table(fits), ""]
-    if result.notes:
-        lines += ["## Notes", "", *[f"- {n}" for n in result.notes], ""]
-    lines += ["## All rows", "", *H.markdown_table(result.table), ""]
-    lines += ["Figures: " + ", ".join(result.figures), ""]
-    return "\n".join(lines)
 
 
 CAPTIONS = {
@@ -120,24 +117,41 @@ CAPTIONS = {
 }
 
 
-def comparison_html(result) -> str:
-    studies = "".join(f"<li>{H.esc(name)}: {H.esc(goal)}, <code>{H.esc(loc)}</code></li>"
-                      for name, goal, loc in _study_lines(result))
-    body = (f"<h1>Comparison of steps to result</h1><p class=\"note\">{H.esc(_what(result))}. "
-            "Steps to result: the earliest evaluation step at which a counted trial strictly beat "
-            f"the goal.</p><ul>{studies}</ul>{H.warnings(result.notes)}")
-    body += "".join(H.figure(png, CAPTIONS.get(name, name), alt=name)
-                    for name, png in result.figures.items())
-    body += "<h2>By batch size</h2>" + H.table(_display_wide(result))
-    body += f'<p class="note">{H.esc(_legend_line(result))}.</p>'
+def _studies(result: Comparison) -> Bullets:
+    return Bullets([(f"{name}: {goal}, ", Code(location)) for name, goal, location in _study_lines(result)])
+
+
+def comparison_sections(result: Comparison) -> list[Section]:
+    """The comparison page's sections, defined once for compare.html and compare.md."""
+    figures = [(name, image, CAPTIONS.get(name, name)) for name, image in result.figures.items()]
     fits = _fit_table(result)
-    if fits is not None:
-        body += "<h2>Regime fits (95% bootstrap intervals)</h2>" + H.table(fits)
-    body += "<h2>All rows</h2>" + H.table(result.table)
-    return H.page("batchscale: compare", body)
+    return [
+        Section(None, None, [
+            Paragraph(f"{_what(result)}. Steps to result: the earliest evaluation step at which a "
+                      "counted trial strictly beat the goal.", note=True),
+            _studies(result), Warnings(result.notes), Figures(figures, media=(HTML,))]),
+        Section(None, "By batch size", [Table(_display_wide(result)),
+                                        Paragraph(f"{_legend_line(result)}.", note=True)],
+                heading_media=(HTML,)),
+        *([Section(None, "Regime fits (95% bootstrap intervals)", [Table(fits)])]
+          if fits is not None else []),
+        Section(None, "All rows", [Table(result.table),
+                                   Figures(figures, page="compare.html", media=(MARKDOWN,))]),
+    ]
 
 
-def comparison_json(result) -> dict:
+def comparison_markdown(result: Comparison) -> str:
+    lines = [f"# {TITLE}", ""]
+    lines += [line for s in comparison_sections(result) for line in render_markdown(s)]
+    return "\n".join(lines)
+
+
+def comparison_html(result: Comparison) -> str:
+    body = "".join(piece for s in comparison_sections(result) for piece in render_html(s))
+    return H.page("batchscale: compare", f"<h1>{TITLE}</h1>{body}")
+
+
+def comparison_json(result: Comparison) -> dict:
     """What compare.json holds: the options, notes, studies, the table's rows and the figures."""
     records = json.loads(result.table.to_json(orient="records"))
     return {"goal": result.goal, "split": result.split, "normalize_at": result.normalize_at,
@@ -146,7 +160,7 @@ def comparison_json(result) -> dict:
             "figures": list(result.figures)}
 
 
-def write_comparison(result, out_url: str) -> dict[str, str]:
+def write_comparison(result: Comparison, out_url: str) -> dict[str, str]:
     """Write compare.html, compare.md, compare.csv, compare.json and the figures into
     ``out_url`` (a local folder, created if needed, or gs://bucket/prefix); other files
     there are left alone. Returns file name -> URL."""

@@ -1,6 +1,6 @@
 """Figure 11: the best validation metric per batch size under step, example or epoch budgets.
 
-Under an early-stopping protocol (``goal``, ``race``) some trials stopped before a budget
+Under an early-stopping protocol (e.g. ``goal``, ``race``) some trials stopped before a budget
 was spent, so the best value under that budget may be better than what was measured
 (``censoring.budget_censored``; ``best_under_budget``'s ``censored`` column). Those points
 are drawn hollow, with their own legend entry, so a reader never takes a censored value
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from batchscale.analysis.plot_base import (
+from batchscale.analysis.figures.plot_base import (
     MAX_WIDTH_IN,
     drawing,
     figure,

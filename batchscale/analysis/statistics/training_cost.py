@@ -15,15 +15,16 @@ import math
 
 import pandas as pd
 
-from batchscale.analysis.censoring import study_protocol
+from batchscale.analysis.reading.censoring import protocol_label, study_protocol
 
 KEYS = ["batch_size", "trial_id"]
 
 
 def training_cost(study) -> dict:
-    """protocol, trials, trained_steps, trained_examples, full_steps, full_examples and
-    the fractions trained_steps/full_steps and trained_examples/full_examples (None when
-    nothing would have been trained)."""
+    """protocol (``censoring.protocol_label``'s text, as summary.json holds it), trials,
+    trained_steps, trained_examples, full_steps, full_examples and the fractions
+    trained_steps/full_steps and trained_examples/full_examples (None when nothing would
+    have been trained)."""
     meta = study.metadata.reindex(columns=[*KEYS, "max_steps"])
     table = study.trials[[*KEYS, "status", "steps"]].merge(meta, on=KEYS, how="left")
     steps = pd.to_numeric(table["steps"], errors="coerce").fillna(0.0)
@@ -32,7 +33,7 @@ def training_cost(study) -> dict:
     budget = pd.to_numeric(table["max_steps"], errors="coerce").fillna(fallback).fillna(steps)
     full = budget.where(table["status"] != "INFEASIBLE", steps).clip(lower=steps)
     batch = table["batch_size"].astype(float)
-    out = {"protocol": study_protocol(study), "trials": int(len(table)),
+    out = {"protocol": protocol_label(study_protocol(study)), "trials": int(len(table)),
            "trained_steps": int(steps.sum()), "trained_examples": int((steps * batch).sum()),
            "full_steps": int(full.sum()), "full_examples": int((full * batch).sum())}
     for unit in ("steps", "examples"):

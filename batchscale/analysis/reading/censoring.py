@@ -1,15 +1,16 @@
 """What a study's stopping protocol leaves unknown: the one place that says it.
 
-Under ``full`` (the paper's protocol) every trial trains to its step budget, so every
-curve is whole. Under ``goal`` a trial stops once it beats every goal of the study; under
-``race`` it also stops once its evaluated step reaches the earliest crossing another
-trial of its batch size made of each goal it has not beaten (``core.names.PROTOCOLS``).
+Each batch size's stopping protocol is a record of ``core.protocols`` (never a name to
+compare): under the paper's (``full``) every trial trains to its step budget, so every
+curve is whole; a protocol that ``stops_at_goal`` stops a trial once it beats every goal of
+the study; one that ``races`` also stops it once its evaluated step reaches the earliest
+crossing another trial of its batch size made of each goal it has not beaten.
 Neither changes steps to the study's goals (a minimum over trials), nor to a goal they
 *imply* (same metric, no stricter) on the validation metric the trainer stops by: a
 goal-stopped trial beat it, a race-stopped one stopped at or after the best crossing.
 
 Any other goal (stricter, another metric, the training split) is another matter: a trial
-that stopped early (stop_reason "goal" or "race") without beating it is *censored* at
+that stopped early (a stop reason of ``protocols.early_stop_reasons()``) without beating it is *censored* at
 its last step; when it would have beaten it is unknown. So steps to result among the
 trials is exact when every censored trial stopped at or after the step found (its
 crossing would come later), an upper bound when some stopped before it, and unknown
@@ -30,9 +31,9 @@ import pandas as pd
 from batchscale.core import protocols as _protocols
 from batchscale.core.errors import SpecError
 from batchscale.core.goals import Goal
+from batchscale.core.protocols import STOP_BUDGET, STOP_DIVERGED, StoppingProtocol
 from batchscale.store.compatibility import STUDY_SPEC_KEY
 
-EARLY_STOPS = ("goal", "race")  # stop_reason of a trial stopped before its budget
 STOP_SPLIT = "val"  # the split the trainer stops by (core.goals.all_goals_reached)
 EXACT, UPPER_BOUND, STOPPED_EARLY = "", "upper bound", "stopped early"  # the qualifiers
 KEYS = ["batch_size", "trial_id"]
@@ -55,27 +56,44 @@ def written_by_batchscale(study_json: dict) -> bool:
     return isinstance(study_json.get("goals"), list) or STUDY_SPEC_KEY in study_json
 
 
-def batch_protocol(study_json: dict, ours: bool) -> str:
-    """A batch size's protocol: study.json's ``protocol``; without one, "goal" for our
-    older stores (their trials stopped at the goals although they say early_stopping
-    false) and "full" for the paper's database (its early stopping ended trials as
-    INCOMPLETE, which are not counted; COMPLETE trials ran to their budget)."""
-    protocol = study_json.get("protocol")
-    if _protocols.find(protocol) is not None:
-        return protocol
-    return "goal" if ours or written_by_batchscale(study_json) else "full"
+def batch_protocol(study_json: dict, ours: bool) -> StoppingProtocol:
+    """A batch size's protocol: the record study.json's ``protocol`` names; without one,
+    ``protocols.LEGACY`` for our older stores (their trials stopped at the goals although
+    they say early_stopping false) and ``protocols.PAPER`` for the paper's database (its
+    early stopping ended trials as INCOMPLETE, which are not counted; COMPLETE trials ran
+    to their budget)."""
+    found = _protocols.find(study_json.get("protocol"))
+    if found is not None:
+        return found
+    return _protocols.LEGACY if ours or written_by_batchscale(study_json) else _protocols.PAPER
 
 
-def protocols(study) -> dict[int, str]:
+def protocols(study) -> dict[int, StoppingProtocol]:
     """batch size -> its protocol (``batch_protocol``)."""
     ours = study.layout == "batchscale"
     return {int(b): batch_protocol(s or {}, ours) for b, s in study.study_json.items()}
 
 
-def study_protocol(study) -> str:
-    """The study's protocol; a study that switched between goal and race says "goal+race"."""
-    found = set(protocols(study).values()) or {"full"}
-    return "+".join(p for p in _protocols.names() if p in found)
+def study_protocol(study) -> tuple[StoppingProtocol, ...]:
+    """The study's protocols in the table's order (one, unless it switched between
+    protocols of one family); a study with no batch size yet: the paper's."""
+    found = set(protocols(study).values())
+    return tuple(p for p in _protocols.all_protocols() if p in found) or (_protocols.PAPER,)
+
+
+def protocol_label(found: tuple[StoppingProtocol, ...]) -> str:
+    """The protocols as the report and summary.json name them: "goal", "goal+race"."""
+    return "+".join(p.name for p in found)
+
+
+def from_label(label: str) -> tuple[StoppingProtocol, ...]:
+    """The records a ``protocol_label`` names (a stored summary's), unknown names left out."""
+    return tuple(p for p in map(_protocols.find, str(label).split("+")) if p is not None)
+
+
+def early_stopping(found: tuple[StoppingProtocol, ...]) -> bool:
+    """Whether any of the protocols stops a trial before its budget."""
+    return any(p.early_stopping for p in found)
 
 
 def stopping_goals(study) -> tuple[Goal, ...]:
@@ -103,7 +121,8 @@ def stop_table(study) -> pd.DataFrame:
 
     stop_reason is metadata.json's; a trial without one (hand-made or foreign data) gets
     "diverged" when INFEASIBLE, "" when not finished, else "budget" unless its protocol
-    stops early and it trained fewer steps than its budget ("goal")."""
+    stops early and it trained fewer steps than its budget (the protocol's first stop
+    reason: "goal" for goal and race)."""
     trials = study.trials[[*KEYS, "status", "steps"]]
     meta = study.metadata.reindex(columns=[*KEYS, "stop_reason", "max_steps"])
     table = trials.merge(meta, on=KEYS, how="left")
@@ -121,9 +140,11 @@ def stop_table(study) -> pd.DataFrame:
             continue
         budget = _number(row.max_steps)
         budget = _number(budgets.get(int(row.batch_size))) if budget is None else budget
-        early = (by_batch.get(int(row.batch_size)) in EARLY_STOPS and budget is not None
+        protocol = by_batch.get(int(row.batch_size))
+        early = (protocol is not None and protocol.early_stopping and budget is not None
                  and not math.isnan(step) and step < budget)
-        reasons.append({"INFEASIBLE": "diverged", "COMPLETE": "goal" if early else "budget"}
+        reasons.append({"INFEASIBLE": STOP_DIVERGED,
+                        "COMPLETE": protocol.stop_reasons[0] if early else STOP_BUDGET}
                        .get(row.status, ""))
     table["stop_reason"] = reasons
     return table[STOP_COLUMNS]
@@ -150,7 +171,7 @@ def trial_censoring(study, goal: Goal, split: str = "val", stops=None) -> pd.Dat
     else:
         beaten = np.zeros(len(stops), dtype=bool)
     out = stops.assign(beaten=beaten)
-    out["censored"] = out["stop_reason"].isin(EARLY_STOPS).to_numpy() & ~beaten
+    out["censored"] = out["stop_reason"].isin(_protocols.early_stop_reasons()).to_numpy() & ~beaten
     return out
 
 
@@ -183,7 +204,8 @@ def budget_censored(study, kind: str, budget, stops=None) -> set[int]:
     """Batch sizes whose best value under ``budget`` is censored: a counted trial there
     stopped early (goal or race) before the budget, so its later values are unknown."""
     stops = stop_table(study) if stops is None else stops
-    early = stops[stops["stop_reason"].isin(EARLY_STOPS) & stops["status"].isin(study.counted)]
+    early = stops[stops["stop_reason"].isin(_protocols.early_stop_reasons())
+                  & stops["status"].isin(study.counted)]
     spent = early["last_step"] if kind == "steps" else early["last_step"] * early["batch_size"]
     return {int(b) for b in early.loc[spent < budget, "batch_size"]}
 
@@ -195,13 +217,14 @@ def refuse_unmeasurable(study) -> None:
     own = stopping_goals(study)
     stricter = [g for g in study.goals if not implied(g, own)]
     reasons = stop_table(study)["stop_reason"]
-    if not stricter or (reasons == "budget").any() or not reasons.isin(EARLY_STOPS).any():
+    if (not stricter or (reasons == STOP_BUDGET).any()
+            or not reasons.isin(_protocols.early_stop_reasons()).any()):
         return
     goal = stricter[0]
     same_metric = any(g.metric == goal.metric for g in own)
     relation = "is stricter than" if same_metric else "is not implied by"
     goals = ", ".join(g.label for g in own) or "its goals"
     raise SpecError(f"goal {goal.label} {relation} the goals study {study.name!r} stopped its "
-                    f"trials at ({goals}, protocol {study_protocol(study)}): trials stopped once "
-                    "those were met, so steps to this goal cannot be measured; run a study with "
-                    "protocol: full or with this goal")
+                    f"trials at ({goals}, protocol {protocol_label(study_protocol(study))}): "
+                    "trials stopped once those were met, so steps to this goal cannot be "
+                    f"measured; run a study with protocol: {_protocols.PAPER.name} or with this goal")
