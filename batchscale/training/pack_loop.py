@@ -5,10 +5,10 @@ its seed builds its model and data order, it is evaluated at the same geometric 
 steps, it stops at its goals (COMPLETE, "goal"), at its budget (COMPLETE, "budget") or
 on divergence (INFEASIBLE), and it writes its own metadata.json and measurements.csv.
 A finished trial's slot is trained on and ignored until the pack ends (see
-``_Loop._finish_some``): a pack's width never changes while it trains. Under the ``race``
-protocol a pack's groups (``pack_groups``: one trial each on a CPU) train interleaved,
-evaluation by evaluation, so the earliest goal crossing is known before any trial trains
-past it; otherwise one group after another.
+``_Loop._finish_some``): a pack's width never changes while it trains. Under a protocol
+that trains in ``lockstep`` (one that races) a pack's groups (``pack_groups``: one trial
+each on a CPU) train interleaved, evaluation by evaluation, so the earliest goal crossing
+is known before any trial trains past it; otherwise one group after another.
 
 Checkpoints (``batchscale.store.checkpoints``) hold, per unfinished trial, its
 variables, optimizer state, step, data-order position and measurement rows so far.
@@ -129,7 +129,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
                      x_all, y_all, time.time(), log, stop, board)
 
     groups = pack_groups(runs, max(1, width or vmap_width(spec)))
-    if spec.protocol == "race":  # every group at once, evaluation by evaluation
+    if spec.protocol.lockstep:  # every group at once, evaluation by evaluation
         in_lockstep([group(*g) for g in groups], FLUSH_SECONDS)
     else:  # one group after another: one group's arrays on the device at a time
         for g in groups:

@@ -19,6 +19,7 @@ import numpy as np
 
 from batchscale.core.goals import all_goals_reached, first_step_reaching
 from batchscale.core.names import effective_learning_rate
+from batchscale.core.protocols import STOP_BUDGET, STOP_DIVERGED, STOP_GOAL, STOP_RACE
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished, keeps_checkpoint
 from batchscale.store.checkpoints import delete_checkpoint, read_checkpoint, write_checkpoint
@@ -72,19 +73,19 @@ def trial_outcome(spec: StudySpec, rows: list[dict], finite: bool, step: int,
                   max_steps: int, board: CrossingBoard | None = None) -> tuple[str, str] | None:
     """``(status, stop_reason)`` when the latest evaluation ends the trial, else None: a
     non-finite training loss or one above ``divergence_factor`` times its step-0 value
-    (INFEASIBLE, "diverged"); unless the protocol is ``full``, every goal reached
-    (COMPLETE, "goal"); the budget spent (COMPLETE, "budget"); under ``race``, no goal left
-    that this trial could still reach first (COMPLETE, "race": see ``raced``). The rule
-    both trainers stop by."""
+    (INFEASIBLE, "diverged"); under a protocol that ``stops_at_goal``, every goal reached
+    (COMPLETE, "goal"); the budget spent (COMPLETE, "budget"); under one that ``races``,
+    no goal left that this trial could still reach first (COMPLETE, "race": see
+    ``raced``). The rule both trainers stop by."""
     loss, initial = rows[-1]["train/cross_entropy_error"], rows[0]["train/cross_entropy_error"]
     if not finite or not math.isfinite(loss) or loss > spec.evaluation.divergence_factor * initial:
-        return "INFEASIBLE", "diverged"
-    if spec.protocol != "full" and all_goals_reached(rows, spec.goals):
-        return "COMPLETE", "goal"
+        return "INFEASIBLE", STOP_DIVERGED
+    if spec.protocol.stops_at_goal and all_goals_reached(rows, spec.goals):
+        return "COMPLETE", STOP_GOAL
     if step >= max_steps:
-        return "COMPLETE", "budget"
-    if spec.protocol == "race" and board is not None and raced(spec, rows, step, board.earliest()):
-        return "COMPLETE", "race"
+        return "COMPLETE", STOP_BUDGET
+    if spec.protocol.races and board is not None and raced(spec, rows, step, board.earliest()):
+        return "COMPLETE", STOP_RACE
     return None
 
 
@@ -99,8 +100,9 @@ def raced(spec: StudySpec, rows: list[dict], step: int, earliest: dict[int, int]
 
 
 def crossing_board(store: StudyStore, spec: StudySpec, batch_size: int) -> CrossingBoard | None:
-    """Where trials of ``batch_size`` publish and learn goal crossings (``race`` only)."""
-    return CrossingBoard(store.fs, spec.name, batch_size) if spec.protocol == "race" else None
+    """Where trials of ``batch_size`` publish and learn goal crossings (a protocol that
+    ``races`` only)."""
+    return CrossingBoard(store.fs, spec.name, batch_size) if spec.protocol.races else None
 
 
 def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata: dict,
