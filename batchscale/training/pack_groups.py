@@ -9,7 +9,7 @@ width). ``in_lockstep`` then runs the groups interleaved, evaluation by evaluati
 
 from __future__ import annotations
 
-from batchscale.training.stopping import Stopped
+from batchscale.training.signals import Stopped
 
 
 def pack_groups(runs: list, width: int) -> list[tuple[list[int], list[int | None]]]:

@@ -34,7 +34,7 @@ from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.live_curves import TrialCurves
 from batchscale.training.pack_groups import in_lockstep, pack_groups
-from batchscale.training.stopping import Stopped
+from batchscale.training.signals import Stopped
 from batchscale.training.trainer import (
     FLUSH_SECONDS,
     crossing_board,

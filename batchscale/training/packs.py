@@ -27,7 +27,7 @@ from batchscale.core.trial_state import continues, is_finished, keeps_checkpoint
 from batchscale.store.checkpoints import delete_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.store.leases import Leases, lease_dir
-from batchscale.training.stopping import Stopped, stop_on_sigterm
+from batchscale.training.signals import Stopped, stop_on_sigterm
 
 WAIT_POLL_SECONDS = 5.0  # how often a pack looks again at trials another writer trains
 

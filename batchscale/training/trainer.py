@@ -28,7 +28,7 @@ from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import hardware, make_loss, seed_keras, select_backend, training_scope
 from batchscale.training.live_curves import TrialCurves
-from batchscale.training.stopping import Stopped
+from batchscale.training.signals import Stopped
 from batchscale.workloads import build_model, get_dataset
 from batchscale.workloads.data_order import EpochPermutations
 from batchscale.workloads.dataset_registry import open_pipeline
@@ -141,7 +141,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
     or INFEASIBLE, and not stopped at a budget since raised); return its metadata.
 
     Resumes from the trial's checkpoint when it has one, and keeps one while it trains
-    (every ``spec.checkpoint_seconds``); ``stop`` (a ``stopping.StopRequest``, set by
+    (every ``spec.checkpoint_seconds``); ``stop`` (a ``signals.StopRequest``, set by
     SIGTERM) makes it checkpoint and raise ``Stopped`` at the end of the current fit call.
     """
     existing = store.read_metadata(spec, trial)
