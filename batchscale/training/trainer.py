@@ -17,9 +17,8 @@ import zlib
 
 import numpy as np
 
-from batchscale.core.goals import all_goals_reached, first_step_reaching
+from batchscale.core.goals import first_step_reaching
 from batchscale.core.names import effective_learning_rate
-from batchscale.core.protocols import STOP_BUDGET, STOP_DIVERGED, STOP_GOAL, STOP_RACE
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished, keeps_checkpoint
 from batchscale.store.checkpoints import delete_checkpoint, read_checkpoint, write_checkpoint
@@ -29,6 +28,7 @@ from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import hardware, make_loss, seed_keras, select_backend, training_scope
 from batchscale.training.live_curves import TrialCurves
 from batchscale.training.signals import Stopped
+from batchscale.training.stop_rule import raced, trial_outcome  # noqa: F401  (raced: tests import it here)
 from batchscale.workloads import build_model, get_dataset
 from batchscale.workloads.data_order import EpochPermutations
 from batchscale.workloads.dataset_registry import open_pipeline
@@ -67,36 +67,6 @@ def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: i
     if params != trial.parameters:
         metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
     return metadata
-
-
-def trial_outcome(spec: StudySpec, rows: list[dict], finite: bool, step: int,
-                  max_steps: int, board: CrossingBoard | None = None) -> tuple[str, str] | None:
-    """``(status, stop_reason)`` when the latest evaluation ends the trial, else None: a
-    non-finite training loss or one above ``divergence_factor`` times its step-0 value
-    (INFEASIBLE, "diverged"); under a protocol that ``stops_at_goal``, every goal reached
-    (COMPLETE, "goal"); the budget spent (COMPLETE, "budget"); under one that ``races``,
-    no goal left that this trial could still reach first (COMPLETE, "race": see
-    ``raced``). The rule both trainers stop by."""
-    loss, initial = rows[-1]["train/cross_entropy_error"], rows[0]["train/cross_entropy_error"]
-    if not finite or not math.isfinite(loss) or loss > spec.evaluation.divergence_factor * initial:
-        return "INFEASIBLE", STOP_DIVERGED
-    if spec.protocol.stops_at_goal and all_goals_reached(rows, spec.goals):
-        return "COMPLETE", STOP_GOAL
-    if step >= max_steps:
-        return "COMPLETE", STOP_BUDGET
-    if spec.protocol.races and board is not None and raced(spec, rows, step, board.earliest()):
-        return "COMPLETE", STOP_RACE
-    return None
-
-
-def raced(spec: StudySpec, rows: list[dict], step: int, earliest: dict[int, int]) -> bool:
-    """Whether every goal is either beaten by this trial or already beaten by another
-    trial of its batch size at a step <= ``step``, this trial's latest evaluation: its
-    first crossing of any goal it has not beaten would come after ``step``, so it could
-    not lower steps to result (a minimum over trials) for any goal."""
-    return all(first_step_reaching(rows, goal) is not None
-               or (i in earliest and earliest[i] <= step)
-               for i, goal in enumerate(spec.goals))
 
 
 def crossing_board(store: StudyStore, spec: StudySpec, batch_size: int) -> CrossingBoard | None:
