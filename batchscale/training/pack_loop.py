@@ -213,6 +213,8 @@ class _Loop:
             if time.time() - self.last_flush > self.flush_seconds:
                 self._flush(step)
             yield step
+        if any(run.life.finish_due() for run in self.live()):  # killed between its last writes
+            self._finish_some(step)
 
     def live(self) -> list[TrialRun]:
         return [r for r in self.runs if not r.done]

@@ -23,7 +23,8 @@ A trial's life, in the order its writes happen:
   the final measurements, then the final metadata with the measurements' integrity
   record: the one commit point. Only then is a spent checkpoint removed and its goal
   crossings published. A crash before the commit leaves an INCOMPLETE trial that resumes
-  from its checkpoint; a crash after it leaves a finished trial, which ``finished_trial``
+  from its checkpoint (one taken at its last evaluation finishes at once, see
+  ``finish_due``); a crash after it leaves a finished trial, which ``finished_trial``
   re-uses (and removes a checkpoint it no longer needs).
 
 ``TrialLeases``: which trials a pack trains, under the store's leases.
@@ -104,6 +105,12 @@ class TrialLife:
     def outcome(self) -> tuple[str, str] | None:
         """``(status, stop_reason)`` if its latest evaluation ends it (``trial_outcome``)."""
         return trial_outcome(self.spec, self.rows, self.finite, self.step, self.max_steps, self.board)
+
+    def finish_due(self) -> bool:
+        """Whether nothing is left to train or evaluate, yet the trial is unfinished: it was
+        resumed from the checkpoint its budget stop wrote, killed before its final
+        metadata. Its engine finishes it at once, as it would have."""
+        return self.step >= self.max_steps and self.evaluated()
 
     def flush(self) -> None:
         """Measurements, INCOMPLETE metadata at its step, live curves: progress a reader sees."""
