@@ -9,7 +9,7 @@ width). ``in_lockstep`` then runs the groups interleaved, evaluation by evaluati
 
 from __future__ import annotations
 
-from batchscale.training.stopping import Stopped
+from batchscale.training.signals import Stopped
 
 
 def pack_groups(runs: list, width: int) -> list[tuple[list[int], list[int | None]]]:
@@ -62,8 +62,8 @@ def in_lockstep(loops: list, flush_seconds: float) -> None:
     the group furthest behind always trains next.
 
     Each group's numbers are those it would have alone (its own arrays, the same compiled
-    step); what changes is what a trial knows when it is evaluated: under the ``race``
-    protocol the pack's earliest goal crossing is found before any trial trains past it
+    step); what changes is what a trial knows when it is evaluated: under a protocol
+    that races the pack's earliest goal crossing is found before any trial trains past it
     (one group after another, the first groups would train to their budgets before any
     crossing is known). A stop request checkpoints every group that started. Groups flush
     their progress ``len(loops)`` times less often, so a pack writes to the store as often

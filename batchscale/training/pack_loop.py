@@ -2,16 +2,17 @@
 
 Each trial follows exactly the per-trial trainer's protocol (``trainer.run_trial``):
 its seed builds its model and data order, it is evaluated at the same geometric grid of
-steps, it stops at its goals (COMPLETE, "goal"), at its budget (COMPLETE, "budget") or
-on divergence (INFEASIBLE), and it writes its own metadata.json and measurements.csv.
+steps, it stops by the same rule (``stop_rule``), and everything it writes (metadata.json,
+measurements.csv, checkpoints, live curves, crossings) is written by its own
+``trial_lifecycle.TrialLife``, as under the fit engine; this module never imports the store.
 A finished trial's slot is trained on and ignored until the pack ends (see
-``_Loop._finish_some``): a pack's width never changes while it trains. Under the ``race``
-protocol a pack's groups (``pack_groups``: one trial each on a CPU) train interleaved,
-evaluation by evaluation, so the earliest goal crossing is known before any trial trains
-past it; otherwise one group after another.
+``_Loop._finish_some``): a pack's width never changes while it trains. Under a protocol
+that trains in ``lockstep`` (one that races) a pack's groups (``pack_groups``: one trial
+each on a CPU) train interleaved, evaluation by evaluation, so the earliest goal crossing
+is known before any trial trains past it; otherwise one group after another.
 
-Checkpoints (``batchscale.store.checkpoints``) hold, per unfinished trial, its
-variables, optimizer state, step, data-order position and measurement rows so far.
+Checkpoints hold, per unfinished trial, its variables, optimizer state, step, data-order
+position, measurement rows so far, and its pack's width and its position in it.
 They are written at the end of a chunk of steps, every ``spec.checkpoint_seconds`` and
 when a stop is requested, and removed when the trial finishes, except for a trial that
 stopped at its budget: it keeps its last one, from which a larger budget continues it.
@@ -23,27 +24,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS
 from batchscale.core.spec import StudySpec, TrialSpec
-from batchscale.core.trial_state import keeps_checkpoint
-from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
-from batchscale.training.live_curves import TrialCurves
 from batchscale.training.pack_groups import in_lockstep, pack_groups
-from batchscale.training.stopping import Stopped
-from batchscale.training.trainer import (
-    FLUSH_SECONDS,
-    crossing_board,
-    finish_trial,
-    resolve_parameters,
-    trial_metadata,
-    trial_outcome,
-    trial_seed,
-)
+from batchscale.training.signals import Stopped
+from batchscale.training.trainer import resolve_parameters, trial_seed
+from batchscale.training.trial_lifecycle import FLUSH_SECONDS, TrialLife, crossing_board, trial_metadata
 from batchscale.workloads.data_order import EpochPermutations
 from batchscale.workloads.defaults import pack_capacity
 
@@ -57,28 +48,23 @@ class TrialRun:
     trial: TrialSpec
     params: dict  # resolved (decay_fraction -> decay_steps)
     order: EpochPermutations
-    metadata: dict
-    rows: list = field(default_factory=list)
-    step: int = 0
-    train_seconds: float = 0.0
-    finite: bool = True  # every training loss so far was finite
+    life: TrialLife | None  # its progress and writes; None: a filler slot
     width: int | None = None  # from a checkpoint: the pack's width and this trial's position
     position: int | None = None
     done: bool = False
-    curves: TrialCurves | None = None  # its TensorBoard run (set when the pack starts it)
 
     @property
-    def label(self) -> str:
-        return f"trial {self.trial.batch_size}/{self.trial.trial_id}"
+    def step(self) -> int:
+        return self.life.step
 
 
-def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, pipeline, log,
+def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, log,
                    stop, width: int | None = None) -> list[dict]:
     """Train ``trials`` (one batch size, none finished), ``width`` of them vmapped at once
-    (default: ``vmap_width``); return their metadata."""
+    (default: ``vmap_width``); return their metadata. ``store``: the study's store, handed
+    to each trial's ``TrialLife``."""
     import jax.numpy as jnp
 
-    from batchscale.store.checkpoints import read_checkpoint
     from batchscale.training.evaluator import Evaluator
     from batchscale.training.keras_setup import seed_keras, training_scope
     from batchscale.training.vmapped_step import PackStep, initial_arrays
@@ -93,48 +79,41 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, 
 
     runs, arrays, evaluators = [], [], []
     started = time.time()
+    # one board for the whole pack: a crossing one group publishes, every group sees at once
+    board = crossing_board(store, spec, batch_size)
     with training_scope(spec.backend, spec.workload.precision, batch_size, log):
         for trial in trials:
             seed = trial_seed(spec, trial)
             seed_keras(seed, spec.backend)
             model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                                 task=pipeline.task)
-            run = _new_run(spec, trial, pipeline, seed, max_steps, len(trials))
-            run.curves = TrialCurves(store.fs, spec, trial, run.params, log)
+            run = _new_run(store, spec, trial, pipeline, seed, max_steps, len(trials), log, board)
             values = initial_arrays(model, momentum)
-            checkpoint = read_checkpoint(store, spec, trial, log)
+            checkpoint = run.life.start()
             if checkpoint is not None:
-                values = _resume(run, checkpoint, values, log)
-                run.metadata["steps"] = run.step
-            else:
-                log(f"{run.label}: starts at step 0")
-            # INCOMPLETE from here on, before any other write: a budget-stopped trial that
-            # continues must not keep a finished record that its growing files contradict
-            store.write_metadata(spec, trial, run.metadata)
+                values = _resume(run, checkpoint, values)
             runs.append(run)
             arrays.append(values)
             evaluators.append(Evaluator(None, pipeline, spec.evaluation.train_examples, seed))
         step_fn = PackStep(model, spec.schedule, spec.workload.optimizer,
                            any(r.params.get("l2_penalty", 0.0) for r in runs), pipeline.num_outputs)
-    # one board for the whole pack: a crossing one group publishes, every group sees at once
-    board = crossing_board(store, spec, batch_size)
 
     def group(members: list[int], slots: list[int | None]):
         for i in members:  # until now: data loading, model builds (and earlier groups)
-            runs[i].metadata["pack_setup_seconds"] = time.time() - started
-        return _Loop(spec, store, step_fn,
+            runs[i].life.metadata["pack_setup_seconds"] = time.time() - started
+        return _Loop(spec, step_fn,
                      [runs[members[i]] if i is not None else None for i in slots],
                      [arrays[members[i if i is not None else 0]] for i in slots],
                      [evaluators[members[i if i is not None else 0]] for i in slots],
-                     x_all, y_all, time.time(), log, stop, board)
+                     x_all, y_all, time.time(), log, stop)
 
     groups = pack_groups(runs, max(1, width or vmap_width(spec)))
-    if spec.protocol == "race":  # every group at once, evaluation by evaluation
+    if spec.protocol.lockstep:  # every group at once, evaluation by evaluation
         in_lockstep([group(*g) for g in groups], FLUSH_SECONDS)
     else:  # one group after another: one group's arrays on the device at a time
         for g in groups:
             in_lockstep([group(*g)], FLUSH_SECONDS)
-    return [run.metadata for run in runs]
+    return [run.life.metadata for run in runs]
 
 
 def vmap_width(spec: StudySpec) -> int:
@@ -150,51 +129,47 @@ def vmap_width(spec: StudySpec) -> int:
     return pack_capacity(spec.workload.dataset, spec.workload.model)
 
 
-def _new_run(spec, trial, pipeline, seed, max_steps, pack_size) -> TrialRun:
+def _new_run(store, spec, trial, pipeline, seed, max_steps, pack_size, log, board) -> TrialRun:
     params = resolve_parameters(trial.parameters, max_steps)
     metadata = {**trial_metadata(spec, trial, params, max_steps, 1, "vmapped"),
                 "pack_size": pack_size}
     order = EpochPermutations(pipeline.num_train_examples, trial.batch_size, seed)
-    return TrialRun(trial, params, order, metadata)
+    return TrialRun(trial, params, order, TrialLife(store, spec, trial, params, metadata, log, board))
 
 
-def _resume(run: TrialRun, checkpoint, values: dict, log) -> dict:
+def _resume(run: TrialRun, checkpoint, values: dict) -> dict:
+    """The pack's own part of a checkpoint (its life restored the rest): the trial's place
+    in its pack, its data order, its arrays."""
     state = checkpoint.state
-    run.step = int(state["step"])
-    run.rows = list(state["rows"])
-    run.train_seconds = float(state.get("train_seconds", 0.0))
-    run.finite = bool(state.get("finite", True))
     run.width, run.position = int(state["pack_width"]), int(state["pack_position"])
     run.order.restore(state["order"], checkpoint.arrays["order"])
-    log(f"{run.label}: resumed from its checkpoint at step {run.step}")
     return {k: v for k, v in checkpoint.arrays.items() if k != "order"} or values
 
 
 def _filler(like: TrialRun) -> TrialRun:
     """A slot that keeps a resumed pack as wide as it was: trained, never reported."""
     order = EpochPermutations(len(like.order.order), like.trial.batch_size, 0)
-    return TrialRun(like.trial, like.params, order, {}, step=like.step, done=True)
+    return TrialRun(like.trial, like.params, order, None, done=True)
 
 
 class _Loop:
     """The evaluation-to-evaluation loop of one group of trials at the same step."""
 
-    def __init__(self, spec, store, step_fn, runs, arrays, evaluators, x_all, y_all, started,
-                 log, stop, board=None):
+    def __init__(self, spec, step_fn, runs, arrays, evaluators, x_all, y_all, started, log, stop):
         from batchscale.training.vmapped_step import stack_hyper, stack_trials
 
-        self.spec, self.store, self.step_fn, self.log, self.stop = spec, store, step_fn, log, stop
+        self.spec, self.step_fn, self.log, self.stop = spec, step_fn, log, stop
         real = next(r for r in runs if r is not None)
         runs = [r if r is not None else _filler(real) for r in runs]
         for run in runs:  # trials sharing each compiled step: its time is not theirs alone
-            run.metadata["vmap_width"] = run.metadata["trained_together"] = len(runs)
+            if run.life is not None:
+                run.life.metadata["vmap_width"] = run.life.metadata["trained_together"] = len(runs)
         self.runs, self.evaluators = runs, evaluators
         self.x_all, self.y_all, self.started = x_all, y_all, started
         self.state = stack_trials(arrays, spec.workload.optimizer != "sgd")
         keys = (*SCHEDULE_PARAMETERS[spec.schedule], *SCHEDULE_OPTIONAL_PARAMETERS[spec.schedule])
         self.hyper = stack_hyper([r.params for r in runs], keys)
         self.last_checkpoint = self.last_flush = time.time()
-        self.board = board  # the pack's goal crossings (race only)
         self.chunk_steps = 1
         self.eval_seconds = 0.0
         self.step = real.step  # where the group stands (in_lockstep runs the one behind)
@@ -210,9 +185,9 @@ class _Loop:
         step = first.step
         grid = evaluation_steps(max_steps, self.spec.evaluation.resolution)
         self.begun = True
-        if not first.rows:
+        if not first.life.rows:
             self._evaluate(0)  # as the per-trial trainer: no goal is checked at step 0
-        elif step in grid and first.rows[-1]["step"] < step:
+        elif step in grid and not first.life.evaluated():
             self._evaluate(step)  # checkpointed after training up to an evaluation step
             self._finish_some(step)
         yield step
@@ -238,6 +213,8 @@ class _Loop:
             if time.time() - self.last_flush > self.flush_seconds:
                 self._flush(step)
             yield step
+        if any(run.life.finish_due() for run in self.live()):  # killed between its last writes
+            self._finish_some(step)
 
     def live(self) -> list[TrialRun]:
         return [r for r in self.runs if not r.done]
@@ -253,9 +230,7 @@ class _Loop:
         self.chunk_steps = int(max(1, min(4 * n, CHUNK_SECONDS / max(per_step, 1e-6))))
         for position, run in enumerate(self.runs):  # the slots of finished trials: ignored
             if not run.done:
-                run.train_seconds += seconds
-                run.step = step + n
-                run.finite = run.finite and bool(finite[position])
+                run.life.trained(step + n, seconds, bool(finite[position]))
         return step + n
 
     def _evaluate(self, step: int) -> None:
@@ -269,7 +244,7 @@ class _Loop:
         self.eval_seconds += time.perf_counter() - tick
         for run, row in zip(self.runs, rows):
             if not run.done:
-                run.rows.append(row)
+                run.life.record(row)
 
     def _finish_some(self, step: int) -> None:
         """Finish every live trial whose latest evaluation ends it. Its slot keeps being
@@ -277,48 +252,36 @@ class _Loop:
         the width of the vmapped step, and with it XLA's rounding for the trials still
         training, which a resumed pack could not reproduce step for step."""
         for run in self.live():
-            outcome = trial_outcome(self.spec, run.rows, run.finite, step,
-                                    self.spec.max_steps[run.trial.batch_size], self.board)
+            outcome = run.life.outcome()
             if outcome is not None:
-                if keeps_checkpoint(outcome[1]):  # a larger budget continues it from here
-                    self._checkpoint_run(self.runs.index(run), run)
                 run.done = True
-                finish_trial(self.store, self.spec, run.trial, run.metadata, run.rows, outcome,
-                             step, len(run.order.order), run.train_seconds,
-                             time.time() - self.started, self.log, self.board, run.curves,
-                             compile_seconds=self.step_fn.compile_seconds,
-                             evaluation_seconds=self.eval_seconds)
+                run.life.finish(outcome, len(run.order.order), time.time() - self.started,
+                                self._snapshot(self.runs.index(run)),
+                                compile_seconds=self.step_fn.compile_seconds,
+                                evaluation_seconds=self.eval_seconds)
 
     # ---- durability -----------------------------------------------------------------
     def _flush(self, step: int) -> None:
         watched = f"val/{self.spec.goals[0].metric}"
         for run in self.live():
-            self.store.write_measurements(self.spec, run.trial, run.rows)
-            run.metadata["steps"] = run.step
-            self.store.write_metadata(self.spec, run.trial, run.metadata)
-            run.curves.update(run.rows)
-        best = min((r.rows[-1][watched] for r in self.live()), default=math.nan)
+            run.life.flush()
+        best = min((r.life.rows[-1][watched] for r in self.live()), default=math.nan)
         self.log(f"pack of {len(self.live())} at batch size {self.runs[0].trial.batch_size}: "
                  f"step {step}, best {watched} {best:.4f}")
         self.last_flush = time.time()
 
     def checkpoint(self, step: int) -> None:
+        """Checkpoint every unfinished trial of the group (at ``step``, where they all are)."""
         for position, run in enumerate(self.runs):
             if not run.done:
-                self._checkpoint_run(position, run)
-                run.metadata["steps"] = run.step
-                self.store.write_measurements(self.spec, run.trial, run.rows)
-                self.store.write_metadata(self.spec, run.trial, run.metadata)
-                if run.curves is not None:  # not a filler slot
-                    run.curves.update(run.rows)
+                run.life.checkpoint(self._snapshot(position))
         self.last_checkpoint = time.time()
 
-    def _checkpoint_run(self, position: int, run: TrialRun) -> None:
-        from batchscale.store.checkpoints import write_checkpoint
-
-        order_state, order = run.order.state()
-        arrays = {**self.state.trial(position), "order": order}
-        state = {"step": run.step, "rows": run.rows, "order": order_state,
-                 "train_seconds": run.train_seconds, "finite": run.finite,
-                 "pack_width": len(self.runs), "pack_position": position}
-        write_checkpoint(self.store, self.spec, run.trial, arrays, state)
+    def _snapshot(self, position: int):
+        """What the trial at ``position`` saves beside its life's progress: its arrays,
+        data order and place in the pack (``TrialLife``'s ``Snapshot``)."""
+        def snapshot() -> tuple[dict, dict]:
+            order_state, order = self.runs[position].order.state()
+            return ({**self.state.trial(position), "order": order},
+                    {"order": order_state, "pack_width": len(self.runs), "pack_position": position})
+        return snapshot

@@ -23,16 +23,13 @@ from __future__ import annotations
 import time
 
 from batchscale.core.spec import StudySpec, TrialSpec
-from batchscale.core.trial_state import continues, is_finished, keeps_checkpoint
-from batchscale.store.checkpoints import delete_checkpoint
-from batchscale.store.layout import StudyStore
-from batchscale.store.leases import Leases, lease_dir
-from batchscale.training.stopping import Stopped, stop_on_sigterm
+from batchscale.training.signals import Stopped, stop_on_sigterm
+from batchscale.training.trial_lifecycle import TrialLeases, finished_trial
 
 WAIT_POLL_SECONDS = 5.0  # how often a pack looks again at trials another writer trains
 
 
-def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=print,
+def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
              width: int | None = None) -> list[dict]:
     """Train (or re-use, or resume) every trial of a pack; return each trial's metadata,
     in the order given. Divergence is a status (INFEASIBLE), never an exception; a
@@ -40,25 +37,26 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=pr
     trials train vmapped at once (default ``pack_loop.vmap_width``: all on an accelerator,
     one on a CPU); benchmarks and tests set it.
 
-    A trial trains only under its lease (``batchscale.store.leases``): a trial another
+    A trial trains only under its lease (``trial_lifecycle.TrialLeases``): a trial another
     live writer is training is left to it, and re-used once it is finished (or taken over
-    once that writer's lease expires)."""
+    once that writer's lease expires). ``store``: the study's store, which this module
+    hands on (to the lifecycle and the input pipeline) and never reads itself."""
     results: dict[int, dict] = {}
     pending = list(trials)
-    leases = Leases(store.fs, log)
+    leases = TrialLeases(store, spec, log)
     with stop_on_sigterm() as stop:
         try:
             while pending:
                 todo, waiting = [], []
                 for trial in pending:
-                    meta = _finished(spec, trial, store, log)
-                    if meta is None and leases.acquire(_lease(spec, trial)):
-                        meta = _finished(spec, trial, store, quiet)  # finished just before?
+                    meta = finished_trial(store, spec, trial, log)
+                    if meta is None and leases.acquire(trial):
+                        meta = finished_trial(store, spec, trial, quiet)  # finished just before?
                         if meta is not None:
-                            leases.release(_lease(spec, trial))
+                            leases.release(trial)
                     if meta is not None:
                         results[trial.trial_id] = meta
-                    elif _lease(spec, trial) in leases.held:
+                    elif leases.holds(trial):
                         todo.append(trial)
                     else:
                         waiting.append(trial)
@@ -66,10 +64,10 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log=pr
                     for meta in _train(spec, todo, store, log, stop, width):
                         results[meta["trial_id"]] = meta
                     for trial in todo:
-                        leases.release(_lease(spec, trial))
+                        leases.release(trial)
                 pending = waiting
                 if pending:
-                    _wait_for_others(spec, pending, leases, log, stop)
+                    _wait_for_others(pending, leases, log, stop)
         finally:
             leases.release_all()  # a stopped pack's trials are free for the next run at once
     return [results[trial.trial_id] for trial in trials]
@@ -79,42 +77,22 @@ def quiet(*_) -> None:
     """A log that says nothing (a second look at a trial already reported)."""
 
 
-def _lease(spec: StudySpec, trial: TrialSpec) -> str:
-    return lease_dir(spec.name, trial.batch_size, trial.trial_id)
-
-
-def _finished(spec: StudySpec, trial: TrialSpec, store: StudyStore, log) -> dict | None:
-    """The trial's metadata if it is finished under the spec's budget (re-used), else None."""
-    meta = store.read_metadata(spec, trial)
-    max_steps = spec.max_steps[trial.batch_size]
-    if not is_finished(meta, max_steps):
-        if continues(meta, max_steps):
-            log(f"trial {trial.batch_size}/{trial.trial_id}: stopped at its budget of "
-                f"{meta['max_steps']} steps; continues to {max_steps}")
-        return None
-    log(f"trial {trial.batch_size}/{trial.trial_id}: already {meta['status']}, re-used")
-    if not keeps_checkpoint(meta.get("stop_reason", "")):
-        # a pack killed between a trial's final metadata and its checkpoint's removal
-        delete_checkpoint(store, spec, trial)
-    return meta
-
-
-def _wait_for_others(spec: StudySpec, trials: list[TrialSpec], leases: Leases, log, stop) -> None:
+def _wait_for_others(trials: list[TrialSpec], leases: TrialLeases, log, stop) -> None:
     """Wait while other writers hold these trials' leases (until one is given back or
     expires, or a stop is requested)."""
-    holders = sorted({leases.holder(_lease(spec, t)) or "?" for t in trials})
+    holders = sorted({leases.holder(t) or "?" for t in trials})
     log(f"{len(trials)} trial(s) of this pack are being trained by another writer "
         f"({', '.join(holders)}); waiting for them")
     deadline = time.monotonic() + WAIT_POLL_SECONDS
     while time.monotonic() < deadline:
         if stop.requested:
             raise Stopped(f"stopped while waiting for {len(trials)} trial(s) of another writer")
-        if any(leases.holder(_lease(spec, t)) is None for t in trials):
+        if any(leases.holder(t) is None for t in trials):
             return
         time.sleep(1.0)
 
 
-def _train(spec: StudySpec, trials: list[TrialSpec], store: StudyStore, log, stop,
+def _train(spec: StudySpec, trials: list[TrialSpec], store, log, stop,
            width: int | None) -> list[dict]:
     from batchscale.training.keras_setup import select_backend
     from batchscale.workloads import get_dataset

@@ -1,5 +1,8 @@
-"""Train one trial: the paper's optimizer and schedule, evaluation on a geometric grid,
-early stop at the goals, divergence recorded as data (status INFEASIBLE).
+"""Train one trial with Keras ``fit`` (the fit engine): the paper's optimizer and schedule,
+evaluation on a geometric grid, stopped by the one stopping rule (``stop_rule``),
+divergence recorded as data (status INFEASIBLE). What the trial writes to the store, and
+when, is its ``trial_lifecycle.TrialLife``'s, the same as under the pack engine
+(``pack_loop``); this module never imports the store.
 
 Written against Keras 3's backend-agnostic API, so the same code runs on the JAX and
 TensorFlow backends, on one device or data-parallel over a pod's accelerators (see
@@ -17,22 +20,23 @@ import zlib
 
 import numpy as np
 
-from batchscale.core.goals import all_goals_reached, first_step_reaching
-from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import StudySpec, TrialSpec
-from batchscale.core.trial_state import is_finished, keeps_checkpoint
-from batchscale.store.checkpoints import delete_checkpoint, read_checkpoint, write_checkpoint
-from batchscale.store.crossings import CrossingBoard
-from batchscale.store.layout import StudyStore
 from batchscale.training.evaluation_grid import evaluation_steps
-from batchscale.training.keras_setup import hardware, make_loss, seed_keras, select_backend, training_scope
-from batchscale.training.live_curves import TrialCurves
-from batchscale.training.stopping import Stopped
+from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
+from batchscale.training.signals import Stopped
+from batchscale.training.stop_rule import raced, trial_outcome  # noqa: F401  (tests import them here)
+from batchscale.training.trial_lifecycle import (  # noqa: F401  (finish_trial: tests import it here)
+    FLUSH_SECONDS,
+    TrialLife,
+    crossing_board,
+    finish_trial,
+    finished_trial,
+    trial_metadata,
+)
 from batchscale.workloads import build_model, get_dataset
 from batchscale.workloads.data_order import EpochPermutations
 from batchscale.workloads.dataset_registry import open_pipeline
 
-FLUSH_SECONDS = 5.0  # how often measurements reach the store while a trial runs
 CHUNK_SECONDS = 2.0  # about how long one fit call trains: how soon a stop is noticed
 
 
@@ -50,103 +54,18 @@ def resolve_parameters(parameters: dict, max_steps: int) -> dict:
     return params
 
 
-def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: int,
-                   replicas: int, trainer: str) -> dict:
-    """A trial's metadata.json as it starts (INCOMPLETE): the one form both trainers write."""
-    metadata = {
-        "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
-        "effective_learning_rate": effective_learning_rate(params["learning_rate"],
-                                                           params.get("momentum", 0.0)),
-        "status": "INCOMPLETE",
-        "steps": 0, "max_steps": max_steps, "backend": spec.backend,
-        "precision": spec.workload.precision, "replicas": replicas, "trainer": trainer,
-        # the fit trainer trains one trial at a time; a vmapped group sets its width
-        "trained_together": 1, **hardware(replicas),
-    }
-    if params != trial.parameters:
-        metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
-    return metadata
-
-
-def trial_outcome(spec: StudySpec, rows: list[dict], finite: bool, step: int,
-                  max_steps: int, board: CrossingBoard | None = None) -> tuple[str, str] | None:
-    """``(status, stop_reason)`` when the latest evaluation ends the trial, else None: a
-    non-finite training loss or one above ``divergence_factor`` times its step-0 value
-    (INFEASIBLE, "diverged"); unless the protocol is ``full``, every goal reached
-    (COMPLETE, "goal"); the budget spent (COMPLETE, "budget"); under ``race``, no goal left
-    that this trial could still reach first (COMPLETE, "race": see ``raced``). The rule
-    both trainers stop by."""
-    loss, initial = rows[-1]["train/cross_entropy_error"], rows[0]["train/cross_entropy_error"]
-    if not finite or not math.isfinite(loss) or loss > spec.evaluation.divergence_factor * initial:
-        return "INFEASIBLE", "diverged"
-    if spec.protocol != "full" and all_goals_reached(rows, spec.goals):
-        return "COMPLETE", "goal"
-    if step >= max_steps:
-        return "COMPLETE", "budget"
-    if spec.protocol == "race" and board is not None and raced(spec, rows, step, board.earliest()):
-        return "COMPLETE", "race"
-    return None
-
-
-def raced(spec: StudySpec, rows: list[dict], step: int, earliest: dict[int, int]) -> bool:
-    """Whether every goal is either beaten by this trial or already beaten by another
-    trial of its batch size at a step <= ``step``, this trial's latest evaluation: its
-    first crossing of any goal it has not beaten would come after ``step``, so it could
-    not lower steps to result (a minimum over trials) for any goal."""
-    return all(first_step_reaching(rows, goal) is not None
-               or (i in earliest and earliest[i] <= step)
-               for i, goal in enumerate(spec.goals))
-
-
-def crossing_board(store: StudyStore, spec: StudySpec, batch_size: int) -> CrossingBoard | None:
-    """Where trials of ``batch_size`` publish and learn goal crossings (``race`` only)."""
-    return CrossingBoard(store.fs, spec.name, batch_size) if spec.protocol == "race" else None
-
-
-def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata: dict,
-                 rows: list[dict], outcome: tuple[str, str], step: int, num_train_examples: int,
-                 train_seconds: float, wall_time: float, log, board: CrossingBoard | None = None,
-                 curves: TrialCurves | None = None, **extra) -> dict:
-    """Record a finished trial: its measurements, then its final metadata (written last: it
-    marks the trial done) with the measurements' record (rows and SHA-256 of the bytes
-    written, so a reader can tell a damaged measurements.csv), then the removal of its
-    checkpoint; a COMPLETE trial then publishes its goal crossings on ``board``. ``curves``:
-    the trial's TensorBoard run, which gets its last rows and the outcome."""
-    examples = step * trial.batch_size
-    metadata.update(
-        status=outcome[0], stop_reason=outcome[1], steps=step,
-        epochs=examples / num_train_examples,
-        examples_per_second=examples / train_seconds if train_seconds else None,
-        train_seconds=train_seconds,  # training steps only: no compilation, no evaluation
-        **extra, wall_time=wall_time,
-    )
-    metadata["measurements"] = store.write_measurements(spec, trial, rows)
-    store.write_metadata(spec, trial, metadata)
-    if curves is not None:
-        curves.finish(rows, outcome[0])
-    if not keeps_checkpoint(outcome[1]):  # a budget-stopped trial keeps it: a larger budget
-        delete_checkpoint(store, spec, trial)  # continues the trial from there
-    if board is not None and outcome[0] == "COMPLETE":
-        board.publish(trial.trial_id, {i: s for i, goal in enumerate(spec.goals)
-                                       if (s := first_step_reaching(rows, goal)) is not None})
-    log(f"trial {trial.batch_size}/{trial.trial_id}: {outcome[0]} ({outcome[1]}) after {step} "
-        f"steps, {wall_time:.1f}s")
-    return metadata
-
-
-def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, stop=None) -> dict:
+def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) -> dict:
     """Train ``trial`` unless the store holds it finished (``core.trial_state``: COMPLETE
     or INFEASIBLE, and not stopped at a budget since raised); return its metadata.
 
     Resumes from the trial's checkpoint when it has one, and keeps one while it trains
-    (every ``spec.checkpoint_seconds``); ``stop`` (a ``stopping.StopRequest``, set by
+    (every ``spec.checkpoint_seconds``); ``stop`` (a ``signals.StopRequest``, set by
     SIGTERM) makes it checkpoint and raise ``Stopped`` at the end of the current fit call.
+    What it writes, and when, is its ``TrialLife``'s (``store``: the study's store, which
+    only the lifecycle and the input pipeline read).
     """
-    existing = store.read_metadata(spec, trial)
-    if is_finished(existing, spec.max_steps[trial.batch_size]):
-        log(f"trial {trial.batch_size}/{trial.trial_id}: already {existing['status']}, re-used")
-        if not keeps_checkpoint(existing.get("stop_reason", "")):
-            delete_checkpoint(store, spec, trial)  # killed between its last two writes
+    existing = finished_trial(store, spec, trial, log, say_continues=False)
+    if existing is not None:
         return existing
 
     select_backend(spec.backend)
@@ -158,7 +77,6 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
     seed = trial_seed(spec, trial)
     max_steps = spec.max_steps[trial.batch_size]
     params = resolve_parameters(trial.parameters, max_steps)
-    label = f"trial {trial.batch_size}/{trial.trial_id}"
 
     seed_keras(seed, spec.backend)
     with training_scope(spec.backend, spec.workload.precision, trial.batch_size, log) as replicas:
@@ -170,71 +88,53 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store: StudyStore, log=print, s
         evaluate = Evaluator(model, pipeline, spec.evaluation.train_examples, seed, replicas)
         train = _Trainer(model, pipeline, trial.batch_size, seed)
 
-        metadata = trial_metadata(spec, trial, params, max_steps, replicas, "fit")
+        life = TrialLife(store, spec, trial, params,
+                         trial_metadata(spec, trial, params, max_steps, replicas, "fit"), log,
+                         crossing_board(store, spec, trial.batch_size))
         watched = f"val/{spec.goals[0].metric}"
         grid = evaluation_steps(max_steps, spec.evaluation.resolution)
-        board = crossing_board(store, spec, trial.batch_size)
-        curves = TrialCurves(store.fs, spec, trial, params, log)
 
         started = last_flush = last_checkpoint = time.time()
-        train_seconds, rows, step, finite, outcome = 0.0, [], 0, True, None
-        checkpoint = read_checkpoint(store, spec, trial, log)
+        outcome = None
+        checkpoint = life.start()
         if checkpoint is not None:
-            state = checkpoint.state
-            step, rows = int(state["step"]), list(state["rows"])
-            train_seconds, finite = float(state["train_seconds"]), bool(state["finite"])
             _restore(model, optimizer, checkpoint.arrays)
-            train.restore(state["order"], checkpoint.arrays.get("order"), step)
-            log(f"{label}: resumed from its checkpoint at step {step}")
-            store.write_metadata(spec, trial, {**metadata, "steps": step})  # INCOMPLETE again
+            train.restore(checkpoint.state["order"], checkpoint.arrays.get("order"), life.step)
         else:
-            store.write_metadata(spec, trial, metadata)
-            log(f"{label}: starts at step 0")
-            rows.append(evaluate(0, started))
+            life.record(evaluate(0, started))
 
-        def save() -> None:
+        def snapshot() -> tuple[dict, dict]:
             order_state, order = train.state()
             arrays = {**_variables(model, optimizer), **({"order": order} if order is not None else {})}
-            write_checkpoint(store, spec, trial, arrays, {
-                "step": step, "rows": rows, "train_seconds": train_seconds, "finite": finite,
-                "order": order_state})
-            store.write_measurements(spec, trial, rows)
-            store.write_metadata(spec, trial, {**metadata, "steps": step})
-            curves.update(rows)
+            return arrays, {"order": order_state}
 
         for target in grid[1:]:
-            if target < step or (target == step and rows[-1]["step"] == step):
+            if target < life.step or (target == life.step and life.evaluated()):
                 continue  # resumed past this evaluation
-            while step < target:
+            while life.step < target:
                 tick = time.time()
-                n = train.steps_for(target - step)
-                finite = math.isfinite(train(n)) and finite
-                train_seconds += time.time() - tick
-                step += n
+                n = train.steps_for(target - life.step)
+                finite = math.isfinite(train(n))
+                life.trained(life.step + n, time.time() - tick, finite)
                 if stop is not None and stop.requested:
-                    save()
-                    log(f"{label}: stopped at step {step} and checkpointed; run it again to resume")
-                    raise Stopped(f"stopped at step {step}")
+                    life.checkpoint(snapshot)
+                    log(f"{life.label}: stopped at step {life.step} and checkpointed; run it "
+                        "again to resume")
+                    raise Stopped(f"stopped at step {life.step}")
                 if time.time() - last_checkpoint >= spec.checkpoint_seconds:
-                    save()
+                    life.checkpoint(snapshot)
                     last_checkpoint = time.time()
-            rows.append(evaluate(step, started))
-            outcome = trial_outcome(spec, rows, finite, step, max_steps, board)
+            life.record(evaluate(life.step, started))
+            outcome = life.outcome()
             if outcome is not None:
                 break
             if time.time() - last_flush > FLUSH_SECONDS:
-                store.write_measurements(spec, trial, rows)
-                metadata["steps"] = step
-                store.write_metadata(spec, trial, metadata)
-                curves.update(rows)
+                life.flush()
                 last_flush = time.time()
-                log(f"{label}: step {step}/{max_steps} {watched} {rows[-1][watched]:.4f}")
-
-        if keeps_checkpoint(outcome[1]):  # a larger budget continues it from here
-            save()
-    return finish_trial(store, spec, trial, metadata, rows, outcome, step,
-                        pipeline.num_train_examples, train_seconds, time.time() - started, log,
-                        board, curves)
+                log(f"{life.label}: step {life.step}/{max_steps} {watched} {life.rows[-1][watched]:.4f}")
+        if outcome is None and life.finish_due():  # killed between its last two writes
+            outcome = life.outcome()
+        return life.finish(outcome, pipeline.num_train_examples, time.time() - started, snapshot)
 
 
 def _variables(model, optimizer) -> dict[str, np.ndarray]:

@@ -48,7 +48,7 @@ def test_pack_trials_write_their_curves_and_outcome_for_tensorboard(digits_store
 def test_a_resumed_trial_shows_one_curve(digits_store, tmp_path):
     """Stopped twice and resumed from its checkpoints, a trial leaves one event file per
     process; TensorBoard's reader shows one curve equal to measurements.csv, no step twice."""
-    from batchscale.training.stopping import Stopped
+    from batchscale.training.signals import Stopped
     from batchscale.training.trainer import run_trial
 
     root = str(tmp_path / "resumed")

@@ -246,7 +246,7 @@ def test_the_fit_trainer_checkpoints_on_a_stop_and_resumes_step_for_step(stops, 
     raises Stopped; run again it resumes, and its measurements equal an uninterrupted run's."""
     from batchscale.search.trials import make_trials
     from batchscale.store.checkpoints import checkpoint_path
-    from batchscale.training.stopping import Stopped
+    from batchscale.training.signals import Stopped
     from batchscale.training.trainer import run_trial
 
     histories = {}

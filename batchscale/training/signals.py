@@ -1,5 +1,8 @@
 """Stopping a pack on request: SIGTERM (spot preemption, Ctrl-C locally) sets a flag that
-the training loops check between chunks; they checkpoint, then raise ``Stopped``."""
+the training loops check between chunks; they checkpoint, then raise ``Stopped``.
+
+About signals only: when a trial stops by its *stopping protocol* is
+``batchscale.core.protocols`` and ``stop_rule``."""
 
 from __future__ import annotations
 

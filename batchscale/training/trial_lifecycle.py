@@ -1,0 +1,242 @@
+"""One trial's durable life in the store, the same whichever engine trains it.
+
+Two engines train trials: ``trainer.run_trial`` (Keras ``fit``, one trial at a time) and
+``pack_loop`` (a pack's trials vmapped together). They differ in how they train; what a
+trial leaves in the store must not differ at all, so it is written here and only here.
+The engines never import ``batchscale.store`` (``tests/unit/test_training_layers.py``):
+they drive a ``TrialLife`` and hand it what only they know (evaluation rows, model and
+data-order arrays for a checkpoint).
+
+A trial's life, in the order its writes happen:
+
+* ``start``: its checkpoint, if it has one, restores step, rows, training time and
+  finiteness (the engine restores its arrays from what ``start`` returns); then its
+  metadata.json says INCOMPLETE, before any other write: a budget-stopped trial that
+  continues must not keep a finished record that its growing files contradict.
+* ``trained`` / ``record``: progress and evaluation rows, in memory.
+* ``flush`` (every ``FLUSH_SECONDS``, engine's clock) and ``checkpoint`` (every
+  ``spec.checkpoint_seconds`` and on a stop request): measurements.csv, the INCOMPLETE
+  metadata with its steps, and the TensorBoard live curves; a checkpoint is written first.
+* ``outcome``: the one stopping rule (``stop_rule.trial_outcome``), with the crossings
+  of its batch size under a protocol that races.
+* ``finish``: a budget-stopped trial's checkpoint (a larger budget continues from it),
+  the final measurements, then the final metadata with the measurements' integrity
+  record: the one commit point. Only then is a spent checkpoint removed and its goal
+  crossings published. A crash before the commit leaves an INCOMPLETE trial that resumes
+  from its checkpoint (one taken at its last evaluation finishes at once, see
+  ``finish_due``); a crash after it leaves a finished trial, which ``finished_trial``
+  re-uses (and removes a checkpoint it no longer needs).
+
+``TrialLeases``: which trials a pack trains, under the store's leases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from batchscale.core.goals import first_step_reaching
+from batchscale.core.names import effective_learning_rate
+from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.core.trial_state import continues, is_finished, keeps_checkpoint
+from batchscale.store.checkpoints import Checkpoint, delete_checkpoint, read_checkpoint, write_checkpoint
+from batchscale.store.crossings import CrossingBoard
+from batchscale.store.layout import StudyStore
+from batchscale.store.leases import Leases, lease_dir
+from batchscale.training.keras_setup import hardware
+from batchscale.training.live_curves import TrialCurves
+from batchscale.training.stop_rule import trial_outcome
+
+FLUSH_SECONDS = 5.0  # how often an engine flushes a trial's progress to the store
+
+# What an engine saves of a trial beside its progress: (named arrays, JSON-able state).
+Snapshot = Callable[[], tuple[dict, dict]]
+
+
+class TrialLife:
+    """One trial as one process trains it: its progress and every write it makes.
+
+    ``metadata``: the INCOMPLETE metadata.json (``trial_metadata``), kept up to date and
+    finally completed. ``rows``, ``step``, ``train_seconds``, ``finite``: its progress.
+    """
+
+    def __init__(self, store: StudyStore, spec: StudySpec, trial: TrialSpec, params: dict,
+                 metadata: dict, log, board: CrossingBoard | None = None):
+        self.store, self.spec, self.trial, self.metadata, self.log = store, spec, trial, metadata, log
+        self.board = board
+        self.max_steps = spec.max_steps[trial.batch_size]
+        self.curves = TrialCurves(store.fs, spec, trial, params, log)
+        self.rows: list[dict] = []
+        self.step, self.train_seconds, self.finite = 0, 0.0, True
+
+    @property
+    def label(self) -> str:
+        return f"trial {self.trial.batch_size}/{self.trial.trial_id}"
+
+    def start(self) -> Checkpoint | None:
+        """Resume from the trial's checkpoint (returned, for the engine's arrays) or start
+        at step 0 (None); either way the store says INCOMPLETE from here on."""
+        checkpoint = read_checkpoint(self.store, self.spec, self.trial, self.log)
+        if checkpoint is not None:
+            state = checkpoint.state
+            self.step, self.rows = int(state["step"]), list(state["rows"])
+            self.train_seconds = float(state.get("train_seconds", 0.0))
+            self.finite = bool(state.get("finite", True))
+            self.log(f"{self.label}: resumed from its checkpoint at step {self.step}")
+        else:
+            self.log(f"{self.label}: starts at step 0")
+        self.metadata["steps"] = self.step
+        self.store.write_metadata(self.spec, self.trial, self.metadata)
+        return checkpoint
+
+    def trained(self, step: int, seconds: float, finite: bool) -> None:
+        """The engine trained up to ``step`` in ``seconds``; ``finite``: every loss was."""
+        self.step = step
+        self.train_seconds += seconds
+        self.finite = self.finite and finite
+
+    def record(self, row: dict) -> None:
+        """An evaluation's row (at ``self.step``)."""
+        self.rows.append(row)
+
+    def evaluated(self) -> bool:
+        """Whether the trial's latest row is an evaluation at its current step."""
+        return bool(self.rows) and self.rows[-1]["step"] == self.step
+
+    def outcome(self) -> tuple[str, str] | None:
+        """``(status, stop_reason)`` if its latest evaluation ends it (``trial_outcome``)."""
+        return trial_outcome(self.spec, self.rows, self.finite, self.step, self.max_steps, self.board)
+
+    def finish_due(self) -> bool:
+        """Whether nothing is left to train or evaluate, yet the trial is unfinished: it was
+        resumed from the checkpoint its budget stop wrote, killed before its final
+        metadata. Its engine finishes it at once, as it would have."""
+        return self.step >= self.max_steps and self.evaluated()
+
+    def flush(self) -> None:
+        """Measurements, INCOMPLETE metadata at its step, live curves: progress a reader sees."""
+        self.metadata["steps"] = self.step
+        self.store.write_measurements(self.spec, self.trial, self.rows)
+        self.store.write_metadata(self.spec, self.trial, self.metadata)
+        self.curves.update(self.rows)
+
+    def checkpoint(self, snapshot: Snapshot) -> None:
+        """A checkpoint to resume from exactly here, then a ``flush``."""
+        self._write_checkpoint(snapshot)
+        self.flush()
+
+    def finish(self, outcome: tuple[str, str], num_train_examples: int, wall_time: float,
+               snapshot: Snapshot, **extra) -> dict:
+        """Record the trial finished with ``outcome`` (see ``finish_trial``), a budget-stopped
+        one keeping a checkpoint here first; ``extra``: engine-specific metadata."""
+        if keeps_checkpoint(outcome[1]):  # a larger budget continues it from here
+            self._write_checkpoint(snapshot)
+        return finish_trial(self.store, self.spec, self.trial, self.metadata, self.rows, outcome,
+                            self.step, num_train_examples, self.train_seconds, wall_time,
+                            self.log, self.board, self.curves, **extra)
+
+    def _write_checkpoint(self, snapshot: Snapshot) -> None:
+        arrays, state = snapshot()
+        write_checkpoint(self.store, self.spec, self.trial, arrays, {
+            "step": self.step, "rows": self.rows, "train_seconds": self.train_seconds,
+            "finite": self.finite, **state})
+
+
+def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: int,
+                   replicas: int, trainer: str) -> dict:
+    """A trial's metadata.json as it starts (INCOMPLETE): the one form both trainers write."""
+    metadata = {
+        "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
+        "effective_learning_rate": effective_learning_rate(params["learning_rate"],
+                                                           params.get("momentum", 0.0)),
+        "status": "INCOMPLETE",
+        "steps": 0, "max_steps": max_steps, "backend": spec.backend,
+        "precision": spec.workload.precision, "replicas": replicas, "trainer": trainer,
+        # the fit trainer trains one trial at a time; a vmapped group sets its width
+        "trained_together": 1, **hardware(replicas),
+    }
+    if params != trial.parameters:
+        metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
+    return metadata
+
+
+def crossing_board(store: StudyStore, spec: StudySpec, batch_size: int) -> CrossingBoard | None:
+    """Where trials of ``batch_size`` publish and learn goal crossings (a protocol that
+    ``races`` only); a pack shares one between its trials."""
+    return CrossingBoard(store.fs, spec.name, batch_size) if spec.protocol.races else None
+
+
+def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata: dict,
+                 rows: list[dict], outcome: tuple[str, str], step: int, num_train_examples: int,
+                 train_seconds: float, wall_time: float, log, board: CrossingBoard | None = None,
+                 curves: TrialCurves | None = None, **extra) -> dict:
+    """Record a finished trial: its measurements, then its final metadata (written last: it
+    marks the trial done) with the measurements' record (rows and SHA-256 of the bytes
+    written, so a reader can tell a damaged measurements.csv), then the removal of its
+    checkpoint; a COMPLETE trial then publishes its goal crossings on ``board``. ``curves``:
+    the trial's TensorBoard run, which gets its last rows and the outcome."""
+    examples = step * trial.batch_size
+    metadata.update(
+        status=outcome[0], stop_reason=outcome[1], steps=step,
+        epochs=examples / num_train_examples,
+        examples_per_second=examples / train_seconds if train_seconds else None,
+        train_seconds=train_seconds,  # training steps only: no compilation, no evaluation
+        **extra, wall_time=wall_time,
+    )
+    metadata["measurements"] = store.write_measurements(spec, trial, rows)
+    store.write_metadata(spec, trial, metadata)  # the commit point
+    if curves is not None:
+        curves.finish(rows, outcome[0])
+    if not keeps_checkpoint(outcome[1]):  # a budget-stopped trial keeps it: a larger budget
+        delete_checkpoint(store, spec, trial)  # continues the trial from there
+    if board is not None and outcome[0] == "COMPLETE":
+        board.publish(trial.trial_id, {i: s for i, goal in enumerate(spec.goals)
+                                       if (s := first_step_reaching(rows, goal)) is not None})
+    log(f"trial {trial.batch_size}/{trial.trial_id}: {outcome[0]} ({outcome[1]}) after {step} "
+        f"steps, {wall_time:.1f}s")
+    return metadata
+
+
+def finished_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, log,
+                   say_continues: bool = True) -> dict | None:
+    """The trial's metadata if it is finished under the spec's budget (re-used: never
+    trained again), else None; ``say_continues``: log that a budget-stopped trial goes on
+    to a raised budget. Removes the checkpoint of a finished trial killed between its
+    final metadata and that removal (a budget-stopped one keeps it)."""
+    meta = store.read_metadata(spec, trial)
+    max_steps = spec.max_steps[trial.batch_size]
+    if not is_finished(meta, max_steps):
+        if say_continues and continues(meta, max_steps):
+            log(f"trial {trial.batch_size}/{trial.trial_id}: stopped at its budget of "
+                f"{meta['max_steps']} steps; continues to {max_steps}")
+        return None
+    log(f"trial {trial.batch_size}/{trial.trial_id}: already {meta['status']}, re-used")
+    if not keeps_checkpoint(meta.get("stop_reason", "")):
+        delete_checkpoint(store, spec, trial)
+    return meta
+
+
+class TrialLeases:
+    """A pack's leases on its trials (``batchscale.store.leases``): a trial trains only
+    under its lease, so two writers never train one trial at once."""
+
+    def __init__(self, store: StudyStore, spec: StudySpec, log):
+        self.leases, self.spec = Leases(store.fs, log), spec
+
+    def _dir(self, trial: TrialSpec) -> str:
+        return lease_dir(self.spec.name, trial.batch_size, trial.trial_id)
+
+    def acquire(self, trial: TrialSpec) -> bool:
+        return self.leases.acquire(self._dir(trial))
+
+    def holds(self, trial: TrialSpec) -> bool:
+        return self._dir(trial) in self.leases.held
+
+    def holder(self, trial: TrialSpec) -> str | None:
+        """Who holds the trial's lease (None: nobody live)."""
+        return self.leases.holder(self._dir(trial))
+
+    def release(self, trial: TrialSpec) -> None:
+        self.leases.release(self._dir(trial))
+
+    def release_all(self) -> None:
+        self.leases.release_all()
