@@ -54,10 +54,25 @@ class Terminated(BaseException):
         self.signum = signum
 
 
+# The signal that asked ``run --local`` to stop, kept beside the exception: a signal's
+# exception is raised wherever the main thread happens to be, and some library code there
+# swallows every exception (Cython's memoryview set-up, run inside the first import of
+# numpy.random during a progress poll, does ``Sequence.register(...)`` under a bare
+# ``except: pass``). The progress loop checks this after every poll (``raise_if_terminated``).
+_requested: list[int] = []
+
+
 def _raise_terminated(signum, frame):
     for other in (signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the stop short
         signal.signal(other, signal.SIG_IGN)
+    _requested.append(signum)
     raise Terminated(signum)
+
+
+def raise_if_terminated() -> None:
+    """Raise the Terminated a signal asked for, if some code swallowed the first one."""
+    if _requested:
+        raise Terminated(_requested[0])
 
 
 def add_commands(sub) -> None:
@@ -104,6 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{spec.workload.optimizer}, {total} trials, store {store.url()}")
     print(f"kfp task logs: {log_path}")
     started = time.time()
+    _requested.clear()
     previous = {signum: signal.signal(signum, _raise_terminated)
                 for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -147,6 +163,7 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
                     pass
                 watch.log_events()
                 watch.poll(tracker)
+                raise_if_terminated()
         except KeyboardInterrupt:
             console.close()
             stop_child(child)

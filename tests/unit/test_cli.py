@@ -172,3 +172,33 @@ def test_run_parses_the_spec_once_in_its_process(monkeypatch, tmp_path):
                  "--work-dir", str(tmp_path / "work")]) == 0
     assert len(parses) == 1
     assert started[0].store == str(tmp_path / "rel-store") and started[0].batch_sizes == (16, 64)
+
+
+def test_a_sigterm_whose_exception_is_swallowed_still_stops_the_run(monkeypatch):
+    """A signal's exception is raised wherever the main thread is, and some library code
+    swallows every exception (Cython's memoryview set-up under a bare ``except:``, run by
+    numpy.random's first import during a progress poll: a CI run's ``run --local`` then
+    ignored SIGTERM for good). The handler also records the signal, and the progress loop
+    raises it after its poll."""
+    import signal
+    import time
+
+    import batchscale.cli.study as study_cli
+
+    monkeypatch.setattr(study_cli, "_requested", [])
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    signal.signal(signal.SIGTERM, study_cli._raise_terminated)
+    try:
+        study_cli.raise_if_terminated()  # nothing asked for yet: no stop
+        try:  # what the library does
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs here, at once
+        except:  # noqa: E722
+            pass
+        with pytest.raises(study_cli.Terminated) as stopped:
+            study_cli.raise_if_terminated()
+        assert stopped.value.signum == signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # a second one waits
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
