@@ -4,7 +4,10 @@ A *group* is the trials that train vmapped together in one compiled step (``widt
 them at most; one on a CPU). Fresh trials fill groups in order; a trial resumed from a
 checkpoint goes back into a group as wide as the one it left, at its old position, so
 its numbers stay bit-identical (XLA's rounding in a vmapped step can depend on the
-width). ``in_lockstep`` then runs the groups interleaved, evaluation by evaluation.
+width). So does a trial without a checkpoint of its own that a resumed trial's checkpoint
+names as a member of its group (a pack killed between the first checkpoints of a group's
+trials): at step 0, at its old position (``_place_named``). ``in_lockstep`` then runs the
+groups interleaved, evaluation by evaluation.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ def pack_groups(runs: list, width: int) -> list[tuple[list[int], list[int | None
     """The groups of ``runs`` (``pack_loop.TrialRun``s, fresh or resumed), each as
     (members: indices into ``runs``, slots: which member sits at each position, None
     for filler), fresh groups first."""
+    _place_named(runs)
     groups: dict[tuple, list[int]] = {}
     fresh = [i for i, run in enumerate(runs) if run.width is None]
     for start in range(0, len(fresh), width):  # at most `width` trials vmapped at once
@@ -29,6 +33,24 @@ def pack_groups(runs: list, width: int) -> list[tuple[list[int], list[int | None
         group_width = key[1] if key[1] > 0 else len(members)
         out.append((members, slots_of([runs[i] for i in members], group_width)))
     return out
+
+
+def _place_named(runs: list) -> None:
+    """Give a fresh run (no checkpoint of its own) that a resumed run's checkpoint names
+    as a member of its group (``members``: the trial id at each position) that place
+    back: its width and position, at step 0. A pack killed after one trial of a group
+    wrote its first checkpoint and before the others did would otherwise put the others
+    into a fresh group of their own, narrower than the one they trained in, where XLA
+    rounds differently: their numbers would differ from the first evaluation on."""
+    named: dict[int, tuple[int, int, list]] = {}
+    for run in runs:
+        if run.width is not None and run.members:
+            for position, trial_id in enumerate(run.members):
+                if trial_id is not None and trial_id != run.trial.trial_id:
+                    named.setdefault(trial_id, (run.width, position, run.members))
+    for run in runs:
+        if run.width is None and run.trial.trial_id in named:
+            run.width, run.position, run.members = named[run.trial.trial_id]
 
 
 def _join_resumed(groups: dict[tuple, list[int]], runs: list, i: int) -> None:

@@ -12,7 +12,9 @@ each on a CPU) train interleaved, evaluation by evaluation, so the earliest goal
 is known before any trial trains past it; otherwise one group after another.
 
 Checkpoints hold, per unfinished trial, its variables, optimizer state, step, data-order
-position, measurement rows so far, and its pack's width and its position in it.
+position, measurement rows so far, and its pack's width, its position in it and the
+trials at every position (so that trials killed before their first checkpoint go back
+to their places too: ``pack_groups._place_named``).
 They are written at the end of a chunk of steps, every ``spec.checkpoint_seconds`` and
 when a stop is requested, and removed when the trial finishes, except for a trial that
 stopped at its budget: it keeps its last one, from which a larger budget continues it.
@@ -51,6 +53,7 @@ class TrialRun:
     life: TrialLife | None  # its progress and writes; None: a filler slot
     width: int | None = None  # from a checkpoint: the pack's width and this trial's position
     position: int | None = None
+    members: list | None = None  # from a checkpoint: the trial id at each position (None: filler)
     done: bool = False
 
     @property
@@ -142,6 +145,7 @@ def _resume(run: TrialRun, checkpoint, values: dict) -> dict:
     in its pack, its data order, its arrays."""
     state = checkpoint.state
     run.width, run.position = int(state["pack_width"]), int(state["pack_position"])
+    run.members = state.get("pack_members")  # absent from checkpoints before it was recorded
     run.order.restore(state["order"], checkpoint.arrays["order"])
     return {k: v for k, v in checkpoint.arrays.items() if k != "order"} or values
 
@@ -160,6 +164,11 @@ class _Loop:
 
         self.spec, self.step_fn, self.log, self.stop = spec, step_fn, log, stop
         real = next(r for r in runs if r is not None)
+        # the trial id at each position: a filler's position keeps the trial a checkpoint
+        # names there (the group's record stays whole whichever of its trials resumed)
+        named = next((r.members for r in runs if r is not None and r.members), None) or []
+        self.members = [r.trial.trial_id if r is not None
+                        else (named[p] if p < len(named) else None) for p, r in enumerate(runs)]
         runs = [r if r is not None else _filler(real) for r in runs]
         for run in runs:  # trials sharing each compiled step: its time is not theirs alone
             if run.life is not None:
@@ -283,5 +292,6 @@ class _Loop:
         def snapshot() -> tuple[dict, dict]:
             order_state, order = self.runs[position].order.state()
             return ({**self.state.trial(position), "order": order},
-                    {"order": order_state, "pack_width": len(self.runs), "pack_position": position})
+                    {"order": order_state, "pack_width": len(self.runs), "pack_position": position,
+                     "pack_members": self.members})
         return snapshot

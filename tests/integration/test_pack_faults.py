@@ -23,6 +23,7 @@ from batchscale.search.trials import make_trials
 from batchscale.store.checkpoints import checkpoint_path
 from batchscale.store.layout import StudyStore
 from batchscale.training.packs import run_pack
+from batchscale.training.trial_lifecycle import TrialLife
 from batchscale.validation import parse_spec
 from batchscale.workloads.prepare import prepare_dataset
 from tests.conftest import tiny_spec_dict
@@ -137,3 +138,30 @@ def test_sigterm_checkpoints_then_resumes(references, tmp_path):
     assert again.returncode == 0, out
     assert "resumed from its checkpoint" in out
     _assert_same(store, spec, references[1])
+
+
+class _Killed(BaseException):
+    """Stands for kill -9 in this process: no handler in the pack catches it."""
+
+
+def test_a_kill_between_the_first_checkpoints_of_a_pack_changes_nothing(references, tmp_path,
+                                                                        monkeypatch):
+    """Killed after its first trial wrote its first checkpoint and before the other two did
+    (tens of milliseconds: its first flush lies between, and a loaded machine widens
+    them; the kill -9 test above lands there now and then), the pack resumes trial 1 and
+    starts trials 2 and 3 again at step 0, at their places in a group three wide: in a
+    group of two of their own, XLA would round otherwise from their first evaluation on."""
+    spec, store = _prepared(str(tmp_path / "store"))
+    write = TrialLife._write_checkpoint
+
+    def write_then_die(self, snapshot):
+        write(self, snapshot)
+        raise _Killed
+
+    monkeypatch.setattr(TrialLife, "_write_checkpoint", write_then_die)
+    with pytest.raises(_Killed):
+        run_pack(spec, make_trials(spec), store, log=lambda *_: None, width=3)
+    monkeypatch.undo()
+    assert [store.fs.exists(checkpoint_path(spec, t)) for t in make_trials(spec)] == [True, False, False]
+    run_pack(spec, make_trials(spec), store, log=lambda *_: None, width=3)
+    _assert_same(store, spec, references[3])
