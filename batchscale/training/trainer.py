@@ -24,12 +24,10 @@ from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
 from batchscale.training.signals import Stopped
-from batchscale.training.stop_rule import raced, trial_outcome  # noqa: F401  (tests import them here)
-from batchscale.training.trial_lifecycle import (  # noqa: F401  (finish_trial: tests import it here)
+from batchscale.training.trial_lifecycle import (
     FLUSH_SECONDS,
     TrialLife,
     crossing_board,
-    finish_trial,
     finished_trial,
     trial_metadata,
 )

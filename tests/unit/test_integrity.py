@@ -24,7 +24,7 @@ from batchscale.cli.analysis import EXIT_DAMAGED, print_damaged
 from batchscale.cli.main import main
 from batchscale.search.trials import make_trials
 from batchscale.store.layout import StudyStore
-from batchscale.training.trainer import finish_trial
+from batchscale.training.trial_lifecycle import finish_trial
 from batchscale.validation import default_spec_dict, parse_spec
 from tests import paper_database as db
 

@@ -1,4 +1,4 @@
-"""The stopping protocols' rule (``trainer.trial_outcome``) and the crossings ``race``
+"""The stopping protocols' rule (``stop_rule.trial_outcome``) and the crossings ``race``
 stops by (``store.crossings``). Racing on real training, with steps to result identical
 across the three protocols, is tests/integration/test_protocol_rounds.py."""
 
@@ -8,7 +8,8 @@ from batchscale.core.spec import TrialSpec
 from batchscale.store.crossings import CrossingBoard
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
-from batchscale.training.trainer import finish_trial, raced, trial_outcome
+from batchscale.training.stop_rule import raced, trial_outcome
+from batchscale.training.trial_lifecycle import finish_trial
 from batchscale.validation import default_spec_dict, parse_spec
 
 
