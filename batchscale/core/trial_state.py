@@ -13,8 +13,6 @@ from __future__ import annotations
 from batchscale.core.names import DONE_STATUSES
 from batchscale.core.protocols import STOP_BUDGET
 
-BUDGET_STOP = STOP_BUDGET  # stop_reason of a trial that spent its budget (core.protocols)
-
 
 def is_finished(metadata: dict | None, max_steps: int) -> bool:
     """Whether a trial with this metadata.json needs no more training at ``max_steps``."""
@@ -26,11 +24,11 @@ def is_finished(metadata: dict | None, max_steps: int) -> bool:
 def continues(metadata: dict | None, max_steps: int) -> bool:
     """Whether a trial stopped at a budget smaller than ``max_steps`` (it trains on)."""
     return bool(metadata) and metadata.get("status") == "COMPLETE" \
-        and metadata.get("stop_reason") == BUDGET_STOP \
+        and metadata.get("stop_reason") == STOP_BUDGET \
         and int(metadata.get("max_steps") or 0) < max_steps
 
 
 def keeps_checkpoint(stop_reason: str) -> bool:
     """Whether a finished trial keeps its last checkpoint: only a trial stopped by its
     budget, the one kind a larger budget would continue."""
-    return stop_reason == BUDGET_STOP
+    return stop_reason == STOP_BUDGET
