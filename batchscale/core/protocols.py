@@ -16,14 +16,16 @@ a trial of its batch size already had. What they do change is what is known abou
 
 A new protocol is one ``StoppingProtocol(...)`` passed to ``register``: in this table for
 a shipped one, or in a plugin module named by ``BATCHSCALE_PLUGINS`` (imported at the
-first look-up, in every process of a study: the CLI, kfp.local's tasks, a pod), which is
-how the tests add a test-only protocol. Leaf layer: imports nothing of the project.
+first look-up, in every process of a study: the CLI, kfp.local's tasks, and a cluster's
+pods, to which a compiled pipeline hands the variable), which is how the tests add a
+test-only protocol. Leaf layer: imports nothing of the project.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -53,9 +55,10 @@ def to_own_crossing(budget: float, crossings: Sequence[float | None]) -> float:
 
 
 def to_first_crossing(budget: float, crossings: Sequence[float | None]) -> float:
-    """Every trial stops about where the first one crosses."""
+    """Every trial stops about where the first one crosses (the budget itself, as given,
+    where it comes first)."""
     reached = [c for c in crossings if c is not None]
-    return float(min(budget, min(reached))) if reached else float(budget)
+    return min(budget, min(reached)) if reached else float(budget)
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,6 +146,7 @@ PAPER = FULL
 
 _TABLE: dict[str, StoppingProtocol] = {p.name: p for p in (FULL, GOAL, RACE)}
 _plugins_loaded: set[str] = set()
+_plugins_lock = threading.RLock()  # re-entrant: a plugin may look a protocol up as it loads
 
 
 def register(protocol: StoppingProtocol) -> StoppingProtocol:
@@ -154,12 +158,27 @@ def register(protocol: StoppingProtocol) -> StoppingProtocol:
     return protocol
 
 
+def plugin_modules() -> tuple[str, ...]:
+    """The modules ``BATCHSCALE_PLUGINS`` names in this process (a compiled pipeline hands
+    the same variable to its pods)."""
+    return tuple(filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))))
+
+
 def _load_plugins() -> None:
-    """Import the modules ``BATCHSCALE_PLUGINS`` names (once each, at look-up time)."""
-    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
-        if module not in _plugins_loaded:
+    """Import the modules ``BATCHSCALE_PLUGINS`` names, once each, at look-up time. One
+    that cannot be imported is refused in one line (ValueError, which the CLI prints as
+    such) and tried again at the next look-up, not skipped."""
+    with _plugins_lock:  # look-ups from several threads import each plugin once
+        for module in plugin_modules():
+            if module in _plugins_loaded:
+                continue
+            try:
+                importlib.import_module(module)
+            except ImportError as err:
+                raise ValueError(f"{PLUGINS_VARIABLE}: cannot import {module!r} ({err}); allowed: "
+                                 "comma-separated modules importable here (and in the images a "
+                                 "cluster runs) that register stopping protocols") from None
             _plugins_loaded.add(module)
-            importlib.import_module(module)
 
 
 def all_protocols() -> tuple[StoppingProtocol, ...]:
@@ -183,6 +202,18 @@ def allowed_text(mark_default: bool = False) -> str:
     '; default' after the summary of ``DEFAULT``, as the CLI's help says it)."""
     return ", ".join(f"{p.name} ({p.summary}{'; default' if mark_default and p is DEFAULT else ''})"
                      for p in all_protocols())
+
+
+def unknown(name: str) -> StoppingProtocol:
+    """A stand-in for a protocol a stored study names but this process does not know (its
+    plugin is not loaded): it assumes the most a protocol could have done, so the analysis
+    censors every early stop and calls the regime fit approximate, and it says so."""
+    return StoppingProtocol(
+        name, summary="not registered in this process",
+        method=(f"protocol {name} is not registered here (its plugin is not loaded: name it in "
+                f"{PLUGINS_VARIABLE}), so every trial that stopped before its budget is treated as "
+                "censored where it stopped."),
+        stops_at_goal=True, races=True, estimate=to_budget, fit_approximate=True)
 
 
 def early_stop_reasons() -> tuple[str, ...]:

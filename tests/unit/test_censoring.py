@@ -122,6 +122,23 @@ def test_the_protocol_of_new_old_and_paper_stores(tmp_path):
     assert set(stop_table(paper)["stop_reason"]) == {"budget", "diverged", ""}
 
 
+def test_a_protocol_this_process_does_not_know_keeps_its_name_and_censors_every_stop(tmp_path, race):
+    """A study.json naming a protocol whose plugin is not loaded here is never read as
+    another protocol: a stand-in keeps its name, treats every early stop as censored (as
+    race does) and says why in the report's words."""
+    location = write_store(str(tmp_path / "s"), RACE)
+    fs = open_root(str(tmp_path / "s"))
+    for batch_size in RACE:
+        path = f"racing/{WORKLOAD}/{batch_size}/study.json"
+        fs.write_text(path, json.dumps({**json.loads(fs.read_text(path)), "protocol": "stranger"}))
+    study = load_study(location, goals=["classification_error<0.08", "classification_error<0.05"])
+    (found,) = study_protocol(study)
+    assert found.name == "stranger" and found.races and found.fit_approximate
+    assert protocol_table.find("stranger") is None and "not registered here" in found.method
+    goal = parse_goal("classification_error<0.05")[0]
+    assert trial_censoring(study, goal).equals(trial_censoring(race, goal))
+
+
 def test_implied_goals_are_as_strict_on_the_same_metric_and_the_stop_split():
     own = (Goal("classification_error", 0.08),)
     assert implied(Goal("classification_error", 0.1), own)

@@ -162,3 +162,18 @@ def test_no_module_compares_a_protocols_name(folder):
     found = scan(REPO, SHIPPED, (folder,)) if path.is_dir() else offenders(
         path.read_text(), SHIPPED, folder)
     assert not found, "protocol names compared (ask the core.protocols record):\n" + "\n".join(found)
+
+
+def test_a_plugin_that_cannot_be_imported_is_one_line_every_time(monkeypatch, capsys):
+    """BATCHSCALE_PLUGINS naming a module that does not import: every look-up says so in one
+    line naming the variable (the CLI exits 2 with it, no traceback), never skips it."""
+    from batchscale.cli.main import main
+
+    monkeypatch.setenv(protocols.PLUGINS_VARIABLE, "goal_alone_nowhere")
+    monkeypatch.setattr(protocols, "_plugins_loaded", set(protocols._plugins_loaded))
+    for _ in range(2):  # a failed import is not remembered as loaded
+        with pytest.raises(ValueError, match=r"^BATCHSCALE_PLUGINS: cannot import 'goal_alone_nowhere'"):
+            protocols.find("goal")
+    assert main(["validate"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("batchscale: error: BATCHSCALE_PLUGINS: cannot import")

@@ -61,10 +61,14 @@ def batch_protocol(study_json: dict, ours: bool) -> StoppingProtocol:
     ``protocols.LEGACY`` for our older stores (their trials stopped at the goals although
     they say early_stopping false) and ``protocols.PAPER`` for the paper's database (its
     early stopping ended trials as INCOMPLETE, which are not counted; COMPLETE trials ran
-    to their budget)."""
-    found = _protocols.find(study_json.get("protocol"))
+    to their budget). A name this process does not know (a plugin's, not loaded here) is
+    kept, as ``protocols.unknown``'s stand-in: never read as another protocol."""
+    name = study_json.get("protocol")
+    found = _protocols.find(name)
     if found is not None:
         return found
+    if isinstance(name, str) and name:
+        return _protocols.unknown(name)
     return _protocols.LEGACY if ours or written_by_batchscale(study_json) else _protocols.PAPER
 
 
@@ -78,7 +82,9 @@ def study_protocol(study) -> tuple[StoppingProtocol, ...]:
     """The study's protocols in the table's order (one, unless it switched between
     protocols of one family); a study with no batch size yet: the paper's."""
     found = set(protocols(study).values())
-    return tuple(p for p in _protocols.all_protocols() if p in found) or (_protocols.PAPER,)
+    known = tuple(p for p in _protocols.all_protocols() if p in found)
+    strangers = tuple(sorted(found - set(known), key=lambda p: p.name))  # ``protocols.unknown``
+    return known + strangers or (_protocols.PAPER,)
 
 
 def protocol_label(found: tuple[StoppingProtocol, ...]) -> str:
@@ -87,8 +93,10 @@ def protocol_label(found: tuple[StoppingProtocol, ...]) -> str:
 
 
 def from_label(label: str) -> tuple[StoppingProtocol, ...]:
-    """The records a ``protocol_label`` names (a stored summary's), unknown names left out."""
-    return tuple(p for p in map(_protocols.find, str(label).split("+")) if p is not None)
+    """The records a ``protocol_label`` names (a stored summary's); a name this process
+    does not know stands as ``protocols.unknown``."""
+    names = [n for n in str(label).split("+") if n]
+    return tuple(_protocols.find(n) or _protocols.unknown(n) for n in names)
 
 
 def early_stopping(found: tuple[StoppingProtocol, ...]) -> bool:
