@@ -131,10 +131,12 @@ def pack_size_for(spec, preset_name: str) -> int:
 def place(task, preset: Preset, image: str | None = None, name: str | None = None):
     """Apply a preset to a pipeline task: requests, limits, accelerator, node selectors,
     tolerations and (when given) the container image and the preset's ``name``, which a
-    trainer records in its trials' metadata (the price of their device-hours); returns
-    the task."""
+    trainer records in its trials' metadata (the price of their device-hours); and the
+    protocol plugins this process loads (``BATCHSCALE_PLUGINS``, which the images must be
+    able to import). Returns the task."""
     from kfp import kubernetes
 
+    from batchscale.core import protocols
     from batchscale.core.prices import PRESET_ENV
     from batchscale.workloads.inputs import CPUS_ENV
 
@@ -153,6 +155,9 @@ def place(task, preset: Preset, image: str | None = None, name: str | None = Non
     task.set_env_variable(CPUS_ENV, preset.cpu)  # the pod's share, not the node's CPU count
     if name:
         task.set_env_variable(PRESET_ENV, name)
+    plugins = protocols.plugin_modules()  # compiled with plugins: every pod loads them too
+    if plugins:
+        task.set_env_variable(protocols.PLUGINS_VARIABLE, ",".join(plugins))
     if image:
         task.set_container_image(image)
     return task

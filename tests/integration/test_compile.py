@@ -201,3 +201,23 @@ def test_integers_stay_integers_in_the_compiled_default_spec(tmp_path):
         header = [line for line in text.splitlines() if line.startswith("#    study_spec:")]
         assert header and "'batch_sizes': [2, 4, 8" in header[0] and ".0," not in header[0].split(
             "'batch_sizes'")[1].split("]")[0]
+
+
+def test_a_pipeline_compiled_with_protocol_plugins_hands_them_to_every_task(tmp_path, protocol_plugin):
+    """A spec may name a plugin's protocol only where the plugin is loaded, and on a cluster
+    every task parses the spec: each task's pod gets BATCHSCALE_PLUGINS as compiled."""
+    doc = _compile(tmp_path, "--protocol", "goal_alone", "--pipeline-store", "gs://b/s")
+    assert doc["root"]["inputDefinitions"]["parameters"]["study_spec"]["defaultValue"]["protocol"] \
+        == "goal_alone"
+    executors = doc["deploymentSpec"]["executors"]
+    assert {"exec-prepare-data", "exec-plan-round", "exec-train-pack", "exec-aggregate"} <= set(executors)
+    for name, executor in executors.items():
+        env = {e["name"]: e["value"] for e in executor["container"].get("env", [])}
+        assert env.get("BATCHSCALE_PLUGINS") == protocol_plugin, name
+
+
+def test_a_pipeline_compiled_without_plugins_names_none(tmp_path, monkeypatch):
+    monkeypatch.delenv("BATCHSCALE_PLUGINS", raising=False)
+    doc = _compile(tmp_path, "--pipeline-store", "gs://b/s")
+    for executor in doc["deploymentSpec"]["executors"].values():
+        assert "BATCHSCALE_PLUGINS" not in {e["name"] for e in executor["container"].get("env", [])}
