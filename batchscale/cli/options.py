@@ -84,6 +84,8 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
         raw["workload"] = {**raw["workload"], **overrides}
     elif overrides and raw.get("workload") is None:
         raw["workload"] = overrides
+    if args.max_steps is not None:  # before the batch sizes: it replaces any map the spec has
+        raw["max_steps"] = args.max_steps
     if args.batch_sizes:
         try:
             sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
@@ -92,8 +94,6 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
         raw = with_batch_sizes(raw, sizes)  # new batch sizes' budgets: validation's rule
     if args.trials is not None:
         raw["trials_per_batch_size"] = args.trials
-    if args.max_steps is not None:
-        raw["max_steps"] = args.max_steps
     if args.goal:
         raw["goals"] = list(args.goal)  # the one goal syntax, checked by parse_spec
     return parse_spec(raw)

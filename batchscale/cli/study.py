@@ -123,7 +123,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     previous = {signum: signal.signal(signum, _raise_terminated)
                 for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return _run_pipeline(spec, store, work, log_path, spec_path, started)
+        code = _run_pipeline(spec, store, work, log_path, spec_path, started)
+        raise_if_terminated()  # a signal swallowed while the report was printed
+        return code
     except Terminated as stopped:
         try:  # after SIGHUP the terminal may be gone
             print(f"batchscale: terminated ({signal.Signals(stopped.signum).name}): "

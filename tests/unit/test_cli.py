@@ -1,5 +1,6 @@
 """The CLI refuses every bad spec with exit 2 and one line, leaving the store as it was."""
 
+import json
 import os
 
 import pytest
@@ -202,3 +203,15 @@ def test_a_sigterm_whose_exception_is_swallowed_still_stops_the_run(monkeypatch)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def test_max_steps_replaces_the_spec_files_budgets_before_batch_sizes_use_them(tmp_path, capsys):
+    """--max-steps replaces the spec's max_steps map, so a map the flags replace is not
+    checked (as before the budget rule moved into validation), and --batch-sizes then
+    gives every batch size that one budget."""
+    bad = _spec_file(tmp_path, str(tmp_path / "store"), max_steps={8: 0, 16: 100})
+    assert main(["validate", bad, "--batch-sizes", "8,32", "--max-steps", "120"]) == 0
+    spec = json.loads(capsys.readouterr().out.split("\n\n")[0])
+    assert spec["max_steps"] == {"8": 120, "32": 120}
+    assert main(["validate", bad, "--batch-sizes", "8,32"]) == 2  # the map is used: refused
+    assert "max_steps.8" in capsys.readouterr().err
