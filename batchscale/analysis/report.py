@@ -52,7 +52,6 @@ from batchscale.analysis.statistics.steps import (
 from batchscale.analysis.statistics.study_analysis import Analysis
 from batchscale.analysis.statistics.time_to_result import spec_price, time_and_cost
 from batchscale.analysis.statistics.training_cost import training_cost
-from batchscale.core.protocols import RACE
 from batchscale.core.trial_state import continues
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
@@ -125,9 +124,6 @@ def _unfinished(study: Study) -> list[UnfinishedTrial]:
     return unfinished_trials(study.spec, StudyStore(study.spec.store), known,
                              left_out=damaged_trials(study.damaged))
 
-
-# The note for a race study (the shipped protocol whose fit is approximate), as tests read it.
-RACE_FIT_NOTE = approximate_fit_note((RACE,))
 
 
 def _fit_notes(fit) -> list[str]:

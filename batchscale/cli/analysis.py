@@ -141,7 +141,7 @@ def print_damaged(damaged: list[dict] | None) -> int:
 def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = None) -> None:
     """The validation tables, each goal's regimes, warnings, what early stopping leaves
     unknown, batch sizes short of non-divergent trials, then the answer (last, where a
-    terminal leaves it in view: ``analysis.answer``) and where the report is."""
+    terminal leaves it in view: ``analysis.statistics.answer``) and where the report is."""
     from batchscale.analysis.pages.answer_box import console_lines
     from batchscale.analysis.pages.report_pages import format_table
     from batchscale.analysis.pages.time_pages import noise_scale_line
@@ -247,7 +247,7 @@ def print_stored_report(spec, store, elapsed: float | None = None) -> int:
 
 def _on_this_machine(damage: dict, store) -> dict:
     """A damaged file as the console names it: the report names a local file relative to
-    the store root (``analysis.locations``), the console where it is, as ``report`` does."""
+    the store root (``analysis.reading.locations``), the console where it is, as ``report`` does."""
     name = str(damage.get("file", ""))
     if not name or "://" in name or name.startswith("/"):
         return damage

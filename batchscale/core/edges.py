@@ -1,7 +1,7 @@
 """Where a value lies in a searched range, in the range's own scale: the one edge rule.
 
 The paper re-searched a batch size "if the optimal trial occurred near the boundary of
-the search space" (Section 3). The report's edge warnings (``analysis.metaparameters``)
+the search space" (Section 3). The report's edge warnings (``analysis.statistics.metaparameters``)
 and the round planner that re-searches such batch sizes (``batchscale.rounds``) both
 ask ``search_edge``; ranges are in the paper's study.json ``parameter_configs`` form.
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from batchscale.core.errors import SpecError, fail_field  # noqa: F401  (re-exported)
 from batchscale.core.goals import Goal  # noqa: F401  (a StudySpec field's type)
@@ -198,7 +198,7 @@ class StudySpec:
     # ---- conversion -------------------------------------------------------------
     def to_dict(self) -> dict:
         """Plain JSON-able dict (the form that crosses KFP and lands in the store)."""
-        d = asdict(self)
+        d = asdict(replace(self, protocol=None))  # the record by its name, not copied field by field
         d["search_space"] = {p.pop("name"): _compact(p) for p in d["search_space"]}
         d["max_steps"] = {str(b): s for b, s in self.max_steps.items()}
         d["protocol"] = self.protocol.name

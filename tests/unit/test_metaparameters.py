@@ -9,11 +9,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from batchscale.analysis.figures.plots_metaparameters import (
-    _pick,
-    lr_momentum_scatter,
-    optimal_metaparameters_plot,
-)
+from batchscale.analysis.figures.plots_lr_momentum import _pick
+from batchscale.analysis.figures.plots_metaparameters import lr_momentum_scatter, optimal_metaparameters_plot
 from batchscale.analysis.statistics.metaparameters import (
     edge_warnings,
     optimal_metaparameters,

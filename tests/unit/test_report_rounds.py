@@ -12,9 +12,11 @@ import pytest
 
 from batchscale.analysis.reading.completeness import unfinished_trials
 from batchscale.analysis.reading.study_reader import load_study
-from batchscale.analysis.report import RACE_FIT_NOTE, analyse, kfp_metrics, summary_json, write_report
+from batchscale.analysis.report import analyse, kfp_metrics, summary_json, write_report
+from batchscale.analysis.statistics.censoring_notes import approximate_fit_note
 from batchscale.analysis.statistics.search_rounds import space_text
 from batchscale.analysis.statistics.training_cost import cost_sentence, training_cost
+from batchscale.core.protocols import RACE
 from batchscale.core.rounds import SearchRound
 from batchscale.store.layout import StudyStore
 from tests.unit.test_censoring import WORKLOAD, write_store
@@ -151,4 +153,5 @@ def test_trained_steps_against_protocol_full(location):
     assert (metrics["trained_steps"], metrics["full_steps"], metrics["trials"]) == (3180, 6950, 16)
     assert metrics["search_rounds_added"] == 2  # round 2 at batch sizes 16 and 64
     # a race study's regime fit is said to be approximate (the others' crossings censored)
-    assert analysis.fits["classification_error<0.08"].fitted and RACE_FIT_NOTE in analysis.notes
+    assert analysis.fits["classification_error<0.08"].fitted
+    assert approximate_fit_note((RACE,)) in analysis.notes

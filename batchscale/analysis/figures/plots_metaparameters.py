@@ -17,7 +17,6 @@ from batchscale.analysis.figures.plot_base import drawing, log_axis, panels, pla
 from batchscale.analysis.figures.plot_base import no_data as _no_data
 from batchscale.analysis.figures.plot_base import svg as _svg
 from batchscale.analysis.figures.plots_lr_momentum import _numbers, _positive
-from batchscale.analysis.figures.plots_lr_momentum import _pick as _pick  # re-exported for the tests
 from batchscale.analysis.figures.plots_lr_momentum import lr_momentum_scatter as lr_momentum_scatter
 from batchscale.analysis.statistics.metaparameters import HEURISTIC_PARAMETERS
 

@@ -30,6 +30,7 @@ from batchscale.analysis.pages.sections import (
     render_html,
     render_markdown,
 )
+from batchscale.analysis.statistics.censoring_notes import SPLIT_NAMES
 from batchscale.analysis.statistics.comparison import Comparison
 from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.store.filesystem import open_root
@@ -40,7 +41,6 @@ FIGURE_NORMALIZED = "compare_steps_normalized.svg"
 FIGURE_EXAMPLES = "compare_examples.svg"
 OUTPUT_FILES = ("compare.html", "compare.md", "compare.csv", "compare.json",
                 FIGURE_STEPS, FIGURE_NORMALIZED, FIGURE_EXAMPLES)
-SPLIT_NAMES = {"val": "validation", "train": "training"}
 TITLE = "Comparison of steps to result"
 
 

@@ -137,7 +137,7 @@ def damaged_section(analysis: Analysis) -> Section | None:
     if not analysis.damaged:
         return None
     return Section("damaged", DAMAGED_TITLE, [
-        Warnings([damaged_line(analysis.damaged)]),
+        Warnings([damaged_line(analysis.damaged)], paragraph=True),
         Bullets([(Code(d.file), f" {d.problem}; {d.left_out}") for d in analysis.damaged]),
         Paragraph(f"{REMEDY[0].upper() + REMEDY[1:]}.", note=True)])
 
@@ -150,7 +150,7 @@ def unfinished_section(analysis: Analysis) -> Section | None:
     if not analysis.unfinished:
         return Section(None, None, [Paragraph(line, note=True)])
     return Section("unfinished", "Unfinished trials", [
-        Warnings([line]), Table(unfinished_table(analysis.unfinished)),
+        Warnings([line], paragraph=True), Table(unfinished_table(analysis.unfinished)),
         Notes(_damaged(analysis)), Paragraph(f"To finish them, {RESUME_HINT}.")])
 
 

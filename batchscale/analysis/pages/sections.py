@@ -50,10 +50,12 @@ class Notes:
 
 @dataclass(frozen=True)
 class Warnings:
-    """What a reader must not miss: the page's warning boxes, bold in Markdown."""
+    """What a reader must not miss: the page's warning boxes, bold in Markdown: a bulleted
+    list, or (``paragraph``) a bold paragraph each, for a section's one headline."""
 
     lines: Sequence[str]
     media: tuple[str, ...] = ALL
+    paragraph: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,8 +172,8 @@ def _block_markdown(block: Block) -> list[str]:
     if isinstance(block, Notes):
         return [*(f"- {n}" for n in block.lines), *([""] if block.lines else [])]
     if isinstance(block, Warnings):
-        if len(block.lines) == 1:
-            return [f"**{block.lines[0]}**", ""]
+        if block.paragraph:
+            return [line for n in block.lines for line in (f"**{n}**", "")]
         return [*(f"- **{n}**" for n in block.lines), *([""] if block.lines else [])]
     if isinstance(block, Bullets):
         return [*(f"- {_segments_text(i)}" for i in block.items), ""]
