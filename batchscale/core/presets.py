@@ -67,5 +67,4 @@ V5E_2X2 = _tpu("2x2", 4, "ct5lp-hightpu-4t", "100", "170Gi")
 V5E_2X4 = _tpu("2x4", 8, "ct5lp-hightpu-8t", "200", "340Gi")
 
 PRESETS: tuple[PresetFacts, ...] = (CPU_POOL, L4, A100, H100, V5E_1X1, V5E_2X2, V5E_2X4)
-BY_NAME: dict[str, PresetFacts] = {p.name: p for p in PRESETS}
 DEFAULT = CPU_POOL.name  # what a pipeline is compiled for unless --preset says otherwise
