@@ -9,19 +9,38 @@ schedules in ``batchscale.training.schedules``, the data sets' tasks in
 from __future__ import annotations
 
 # ---- tasks and metrics -------------------------------------------------------------
-TASKS = ("classification", "multilabel", "language_model")
+TASKS = ("classification", "multilabel", "regression", "language_model")
 # What a trial of each task measures on each split; measurements.csv holds one column
 # ``<split>/<metric>`` per metric (language models: per-token cross entropy).
 TASK_METRICS = {
     "classification": ("classification_error", "cross_entropy_error"),
     "multilabel": ("average_precision", "cross_entropy_error"),
+    "regression": ("mean_squared_error", "mean_absolute_error"),
     "language_model": ("cross_entropy_error",),
+}
+# The training-loss metric of each task: what a trial's divergence is judged on (its
+# ``train/`` column must stay finite and below ``divergence_factor`` x its step-0 value),
+# and the default goal's metric where the task has no better one.
+TASK_LOSS_METRIC = {
+    "classification": "cross_entropy_error",
+    "multilabel": "cross_entropy_error",
+    "regression": "mean_squared_error",
+    "language_model": "cross_entropy_error",
+}
+# The metric a default goal names, per task (a user's own data brings no goal value).
+TASK_GOAL_METRIC = {
+    "classification": "classification_error",
+    "multilabel": "average_precision",
+    "regression": "mean_squared_error",
+    "language_model": "cross_entropy_error",
 }
 # The metrics a goal may name, and the direction in which each one improves.
 METRIC_DIRECTIONS = {
     "classification_error": "minimize",
     "cross_entropy_error": "minimize",
     "average_precision": "maximize",
+    "mean_squared_error": "minimize",
+    "mean_absolute_error": "minimize",
 }
 # The values each metric can take, (lowest, highest), as batchscale.training.metrics
 # computes them: error rates and average precision are fractions, cross entropy is a
@@ -31,14 +50,69 @@ METRIC_RANGES = {
     "classification_error": (0.0, 1.0),
     "cross_entropy_error": (0.0, float("inf")),
     "average_precision": (0.0, 1.0),
+    "mean_squared_error": (0.0, float("inf")),
+    "mean_absolute_error": (0.0, float("inf")),
 }
 
 # ---- splits ------------------------------------------------------------------------
 DATA_SPLITS = ("train", "validation", "test")  # what a prepared data set holds
 METRIC_SPLITS = ("val", "train")  # the prefixes of measurement columns, validation first
 
+# ---- user workloads -------------------------------------------------------------------
+# ``workload.dataset`` as files: ``{path, format[, label, validation_fraction]}``.
+DATA_FORMATS = ("npz", "parquet", "csv", "images")
+# ``workload.model`` as the user's code: a function returning an uncompiled Keras model.
+MODEL_FUNCTION_SYNTAX = "'module:function' or 'path/to/file.py:function'"
+
+
+def is_model_function(model: str) -> bool:
+    """Whether a model name refers to user code (``module:function``, ``file.py:function``)
+    rather than a registry model (``fc_128_128``); registry names never hold a colon."""
+    return isinstance(model, str) and ":" in model
+
+
 # ---- optimizers and schedules (paper Section 2.2 and Appendix C) ---------------------
-OPTIMIZERS = ("sgd", "momentum", "nesterov_momentum")
+# The paper's three (TensorFlow MomentumOptimizer rules) and the Adam family.
+PAPER_OPTIMIZERS = ("sgd", "momentum", "nesterov_momentum")
+ADAM_FAMILY = ("adam", "adamw", "lamb", "lion")
+OPTIMIZERS = (*PAPER_OPTIMIZERS, *ADAM_FAMILY)
+# The metaparameters each optimizer reads besides learning_rate (and the trainer's
+# label_smoothing and l2_penalty). The paper's momentum is required; the Adam family's
+# take the defaults below when a spec neither searches nor fixes them.
+OPTIMIZER_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "sgd": (),
+    "momentum": ("momentum",),
+    "nesterov_momentum": ("momentum",),
+    "adam": ("beta_1", "beta_2", "epsilon"),
+    "adamw": ("beta_1", "beta_2", "epsilon", "weight_decay"),
+    "lamb": ("beta_1", "beta_2", "epsilon", "weight_decay"),
+    "lion": ("beta_1", "beta_2", "weight_decay"),
+}
+# Defaults of the Adam family's metaparameters, with their sources: Adam's and AdamW's
+# betas and epsilon are Kingma & Ba 2015's (Keras' epsilon is 1e-7; we keep the paper's
+# 1e-8); AdamW's decoupled weight decay 0.01 is PyTorch's default (Loshchilov & Hutter 2019
+# tune it); LAMB's are You et al. 2020's (epsilon 1e-6, weight decay 0.01); Lion's are
+# Chen et al. 2023's (beta_2 0.99; weight decay 3-10x AdamW's for a 3-10x smaller rate).
+OPTIMIZER_DEFAULTS: dict[str, dict[str, float]] = {
+    "adam": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8},
+    "adamw": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8, "weight_decay": 0.01},
+    "lamb": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-6, "weight_decay": 0.01},
+    "lion": {"beta_1": 0.9, "beta_2": 0.99, "weight_decay": 0.1},
+}
+# Every metaparameter some optimizer reads (the trainer stacks them per trial in a pack).
+ALL_OPTIMIZER_PARAMETERS = ("momentum", "beta_1", "beta_2", "epsilon", "weight_decay")
+# How each optimizer's "effective learning rate" is defined (the analysis' x axis for the
+# learning-rate figures): the paper's eta/(1-gamma) for momentum (Section 2.2), eta itself
+# for plain SGD and the Adam family (their step is already normalised).
+EFFECTIVE_LEARNING_RATE = {
+    "sgd": "η",
+    "momentum": "η/(1−γ)",
+    "nesterov_momentum": "η/(1−γ)",
+    "adam": "η",
+    "adamw": "η",
+    "lamb": "η",
+    "lion": "η",
+}
 SCHEDULES = (
     "constant",
     "linear",

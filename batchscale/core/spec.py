@@ -42,6 +42,11 @@ PARAMETER_BOUNDS = {
     "power": (0.0, math.inf, "a number > 0"),  # lambda of the (inverse) exponential polynomial
     "decay_events": (1.0, math.inf, "an integer >= 1"),  # drops of piecewise_linear
     "warmup_steps": (0.0, math.inf, "an integer >= 0"),  # linear warm-up, any schedule
+    # The Adam family's (core.names.OPTIMIZER_PARAMETERS; searched on reverse_log / log scales)
+    "beta_1": (0.0, 1.0, "a number in [0, 1)"),
+    "beta_2": (0.0, 1.0, "a number in [0, 1)"),
+    "epsilon": (0.0, math.inf, "a number > 0"),
+    "weight_decay": (0.0, math.inf, "a number >= 0"),  # decoupled: w -= eta * wd * w
 }
 # Parameters that only take integer values (searched as INTEGER, rounded to the nearest).
 INTEGER_PARAMETERS = frozenset({"decay_steps", "decay_events", "warmup_steps"})
@@ -124,6 +129,38 @@ class Parameter:
 
 
 @dataclass(frozen=True)
+class DataFiles:
+    """A user's data set as files (``workload.dataset: {path, format, ...}``).
+
+    ``path``: a local path or gs:// URL (a file; for ``images`` a folder with one subfolder
+    per class). ``label``: the label column of parquet/csv (the other columns are the
+    features). ``validation_fraction``: where the files hold no validation split, that
+    fraction of the training examples is carved off, shuffled by ``seed`` (the study's).
+    """
+
+    path: str
+    format: str
+    label: str = "label"
+    validation_fraction: float = 0.1
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        """The data set's name in the store (``datasets/<name>/``): the file's stem and a
+        hash of everything that shapes the prepared splits, so another file, column, carve
+        or seed is another data set, never a stale cache."""
+        stem = re.sub(r"[^A-Za-z0-9_-]+", "_", self.path.rstrip("/").rsplit("/", 1)[-1])
+        stem = stem.rsplit(".", 1)[0] if self.format != "images" else stem
+        key = json.dumps([self.path, self.format, self.label, self.validation_fraction, self.seed])
+        return f"file_{stem[:40] or 'data'}_{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+    def to_dict(self) -> dict:
+        """The spec's form (the seed is the study's, not repeated here)."""
+        return {"path": self.path, "format": self.format, "label": self.label,
+                "validation_fraction": self.validation_fraction}
+
+
+@dataclass(frozen=True)
 class Workload:
     """What is trained: data set, model and optimizer by name, plus how.
 
@@ -131,6 +168,11 @@ class Workload:
     variables and the logits the metrics see in float32, so metrics keep their meaning.
     ``options``: data-set options (e.g. ImageNet's ``image_size``), each an integer
     the data set declares.
+
+    A user's own workload: ``model`` may be a function in their code
+    (``core.names.is_model_function``) and ``data`` their files (``dataset`` is then
+    ``data.name``, the store's name for them); ``task`` says what is predicted (empty:
+    the registry data set's task).
     """
 
     dataset: str
@@ -138,6 +180,17 @@ class Workload:
     optimizer: str
     precision: str = "float32"
     options: dict = field(default_factory=dict)
+    task: str = ""
+    data: DataFiles | None = None
+
+    def to_dict(self) -> dict:
+        """The spec's form: files as the ``dataset`` mapping; ``task`` and ``data`` only
+        when set (so a registry workload's dict, and its study's fingerprint, are as before)."""
+        d = {"dataset": self.data.to_dict() if self.data else self.dataset, "model": self.model,
+             "optimizer": self.optimizer, "precision": self.precision, "options": dict(self.options)}
+        if self.task:
+            d["task"] = self.task
+        return d
 
 
 @dataclass(frozen=True)
@@ -199,6 +252,7 @@ class StudySpec:
     def to_dict(self) -> dict:
         """Plain JSON-able dict (the form that crosses KFP and lands in the store)."""
         d = asdict(replace(self, protocol=None))  # the record by its name, not copied field by field
+        d["workload"] = self.workload.to_dict()
         d["search_space"] = {p.pop("name"): _compact(p) for p in d["search_space"]}
         d["max_steps"] = {str(b): s for b, s in self.max_steps.items()}
         d["protocol"] = self.protocol.name

@@ -35,7 +35,7 @@ from batchscale.core.spec import fail_field as _fail
 from batchscale.store.storage_api import check_root
 from batchscale.validation.parameters import check_parameters, parse_fixed, parse_space
 from batchscale.validation.workload_spec import DEFAULTABLE, parse_workload, with_defaults
-from batchscale.workloads import get_dataset
+from batchscale.workloads.dataset_registry import dataset_for
 
 _TOP_KEYS = {f.name for f in fields(StudySpec)}
 _REQUIRED = ("name", "store", "workload")
@@ -58,8 +58,9 @@ def parse_spec(raw: dict) -> StudySpec:
             _fail(key, "is required")
     name = _parse_name(raw["name"])
     store = _parse_store(raw["store"])
-    workload = parse_workload(raw["workload"])
-    dataset = get_dataset(workload.dataset)
+    seed = as_integer_in("seed", raw.get("seed", 0), 0, MAX_SEED)
+    workload = parse_workload(raw["workload"], seed)
+    dataset = dataset_for(workload)
     _refuse_nulls(raw)
     raw = with_defaults(raw, workload, dataset)
     batch_sizes = _parse_batch_sizes(raw["batch_sizes"], dataset)
@@ -74,7 +75,6 @@ def parse_spec(raw: dict) -> StudySpec:
     goals = _parse_goals(raw["goals"], dataset)
     max_steps = _parse_max_steps(raw["max_steps"], batch_sizes)
     evaluation = _parse_evaluation(raw.get("evaluation"), dataset)
-    seed = as_integer_in("seed", raw.get("seed", 0), 0, MAX_SEED)
     backend = raw.get("backend", "jax")
     if backend not in BACKENDS:
         _fail("backend", f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")

@@ -5,10 +5,11 @@ out. Split from ``spec_validation`` to keep each module small; same one-line ref
 
 from __future__ import annotations
 
-from batchscale.core.names import OPTIMIZERS
+from batchscale.core.names import OPTIMIZERS, TASKS, is_model_function
 from batchscale.core.spec import PRECISIONS, Workload, as_number
 from batchscale.core.spec import fail_field as _fail
-from batchscale.workloads import check_model_name, get_dataset
+from batchscale.validation.data_spec import parse_data_files
+from batchscale.workloads import check_model_name, check_model_reference, get_dataset
 from batchscale.workloads.defaults import workload_defaults
 
 # Fields a workload's defaults can fill in.
@@ -16,30 +17,56 @@ DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space
                "max_steps")
 
 
-_WORKLOAD_KEYS = ("dataset", "model", "optimizer", "precision", "options")
+_WORKLOAD_KEYS = ("dataset", "model", "optimizer", "precision", "options", "task")
 
 
-def parse_workload(raw) -> Workload:
-    """``workload``: a mapping {dataset, model, optimizer[, precision, options]}, each
-    checked against the registries; the optimizer defaults to the workload's."""
+def parse_workload(raw, seed: int = 0) -> Workload:
+    """``workload``: a mapping {dataset, model, optimizer[, task, precision, options]}.
+
+    ``dataset`` is a registry name or the user's files (``{path, format, ...}``,
+    ``data_spec``); ``model`` a registry name or the user's function
+    (``core.names.is_model_function``). Registry names are checked against the
+    registries; the user's code and files are only checked for their form here (what they
+    hold is checked by ``validation.user_workload`` before anything is written). The
+    optimizer defaults to the workload's; ``seed`` (the study's) carves a user data set's
+    validation split."""
     if not isinstance(raw, dict):
-        _fail("workload", f"must be a mapping {{dataset, model, optimizer}} (optionally precision, "
+        _fail("workload", f"must be a mapping {{dataset, model, optimizer}} (optionally task, precision, "
               f"options), got {type(raw).__name__} {raw!r}; e.g. {{dataset: mnist_5k, model: fc_128_128}}")
     extra = sorted(map(str, set(raw) - set(_WORKLOAD_KEYS)))
     if extra:
         _fail(f"workload.{extra[0]}", f"unknown key; allowed: {', '.join(_WORKLOAD_KEYS)}")
     for key in ("dataset", "model"):
         if raw.get(key) is None:
-            _fail(f"workload.{key}", "is required (`batchscale workloads` lists the workloads)")
-    try:
-        dataset = get_dataset(str(raw["dataset"]))
-    except ValueError as err:
-        _fail("workload.dataset", str(err))
-    try:
-        check_model_name(str(raw["model"]), dataset.task)
-    except ValueError as err:
-        _fail("workload.model", f"{err} (dataset {dataset.name} is {dataset.task.replace('_', ' ')})")
-    defaults = workload_defaults(dataset.name, str(raw["model"]))
+            _fail(f"workload.{key}", "is required (`batchscale workloads` lists the workloads; "
+                  "docs/your-workload.md shows your own)")
+    files = None
+    if isinstance(raw["dataset"], dict):
+        files = parse_data_files(raw["dataset"], seed)
+        task = _parse_task(raw.get("task", "classification"))
+        dataset_name = files.name
+    else:
+        try:
+            dataset = get_dataset(str(raw["dataset"]))
+        except ValueError as err:
+            _fail("workload.dataset", f"{err}; or your own files: {{path, format}}")
+        task = _parse_task(raw.get("task", dataset.task))
+        if task != dataset.task:
+            _fail("workload.task", f"{task!r} does not match data set {dataset.name}, which is "
+                  f"{dataset.task.replace('_', ' ')}; leave task out or give {dataset.task!r}")
+        dataset_name = dataset.name
+    model = str(raw["model"])
+    if is_model_function(model):
+        try:
+            check_model_reference(model)
+        except ValueError as err:
+            _fail("workload.model", str(err))
+    else:
+        try:
+            check_model_name(model, task)
+        except ValueError as err:
+            _fail("workload.model", f"{err} (data set {dataset_name} is {task.replace('_', ' ')})")
+    defaults = None if files else workload_defaults(dataset_name, model)
     optimizer = raw.get("optimizer")
     if optimizer is None:  # absent or null: the workload's
         optimizer = defaults.optimizer if defaults else None
@@ -52,17 +79,26 @@ def parse_workload(raw) -> Workload:
         _fail("workload.precision", f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
     options = raw.get("options")
     options = {} if options is None else options
+    accepted = {} if files else dataset.options
     if not isinstance(options, dict):
-        _fail("workload.options", f"must map option names to integers; {dataset.name} accepts "
-              f"{', '.join(dataset.options) or 'none'}")
+        _fail("workload.options", f"must map option names to integers; {dataset_name} accepts "
+              f"{', '.join(accepted) or 'none'}")
     for key, value in options.items():
-        if key not in dataset.options:
-            _fail(f"workload.options.{key}", f"unknown option for {dataset.name}; allowed: "
-                  f"{', '.join(sorted(dataset.options)) or 'none'}")
+        if key not in accepted:
+            _fail(f"workload.options.{key}", f"unknown option for {dataset_name}; allowed: "
+                  f"{', '.join(sorted(accepted)) or 'none'}")
         if as_number(f"workload.options.{key}", value, integer=True) < 1:
             _fail(f"workload.options.{key}", f"{value} must be a positive integer")
     options = {k: int(v) for k, v in sorted(options.items())}
-    return Workload(dataset.name, str(raw["model"]), optimizer, precision, options)
+    # task is kept only for files: a registry data set has its own (and its dict stays as before)
+    return Workload(dataset_name, model, optimizer, precision, options,
+                    task if files else "", files)
+
+
+def _parse_task(task) -> str:
+    if task not in TASKS:
+        _fail("workload.task", f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
+    return task
 
 
 def with_defaults(raw: dict, workload: Workload, dataset) -> dict:

@@ -7,7 +7,14 @@ import their heavy libraries only when called.
 """
 
 from batchscale.workloads.dataset_registry import DATASETS, DatasetInfo, get_dataset
-from batchscale.workloads.models import MODEL_FAMILIES, TASKS, build_model, check_model_name, model_tasks
+from batchscale.workloads.models import (
+    MODEL_FAMILIES,
+    TASKS,
+    build_model,
+    check_model_name,
+    check_model_reference,
+    model_tasks,
+)
 
 __all__ = [
     "DATASETS",
@@ -16,6 +23,7 @@ __all__ = [
     "TASKS",
     "build_model",
     "check_model_name",
+    "check_model_reference",
     "get_dataset",
     "model_tasks",
 ]

@@ -43,6 +43,16 @@ def get_dataset(name: str) -> DatasetInfo:
     return DATASETS[name]
 
 
+def dataset_for(workload) -> DatasetInfo:
+    """The data set of a ``core.spec.Workload``: the registry's, or the facts of the user's
+    own files (``workload.data``; ``data_files.describe`` reads them, once per process)."""
+    if workload.data is None:
+        return get_dataset(workload.dataset)
+    from batchscale.workloads.data_files import describe
+
+    return describe(workload.data, workload.task)
+
+
 def open_pipeline(store, info: DatasetInfo, options: dict | None = None):
     """The input pipeline of a prepared data set (see ``batchscale.workloads.inputs``).
 

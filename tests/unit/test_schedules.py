@@ -27,7 +27,7 @@ def test_names():
     )
     assert set(SCHEDULE_PARAMETERS) == set(SCHEDULES) == set(SCHEDULE_OPTIONAL_PARAMETERS)
     assert set(PARAMS["piecewise_linear"]) - {"learning_rate"} == set(SCHEDULE_PARAMETERS["piecewise_linear"])
-    assert OPTIMIZERS == ("sgd", "momentum", "nesterov_momentum")
+    assert OPTIMIZERS[:3] == ("sgd", "momentum", "nesterov_momentum")
 
 
 @pytest.mark.parametrize("step", [0, 1, 50, 100, 10_000])

@@ -106,4 +106,7 @@ def build_model(name: str, input_shape, num_outputs: int, task: str = "classific
     return module.build(name, _input_shape(name, input_shape, task), int(num_outputs), **options)
 
 
-__all__ = ["MODEL_FAMILIES", "TASKS", "build_model", "check_model_name", "model_tasks"]
+from batchscale.workloads.models.user_model import check_model_reference  # noqa: E402
+
+__all__ = ["MODEL_FAMILIES", "TASKS", "build_model", "check_model_name", "check_model_reference",
+           "model_tasks"]
