@@ -62,8 +62,10 @@ class PackOfOne:
         keras.utils.set_random_seed(0)
         model = build_model(model_name, pipeline.input_shape, pipeline.num_outputs)
         self.step = PackStep(model, "constant", "nesterov_momentum", False, pipeline.num_outputs)
-        self.state = stack_trials([initial_arrays(model, True)], True)
-        self.hyper = stack_hyper([{"learning_rate": LEARNING_RATE, "momentum": MOMENTUM}], ())
+        slots = ("velocity",)  # nesterov_momentum's (optimizer_rules.SLOTS)
+        self.state = stack_trials([initial_arrays(model, slots)], slots)
+        self.hyper = stack_hyper([{"learning_rate": LEARNING_RATE, "momentum": MOMENTUM}], (),
+                                 "nesterov_momentum")
         self.x_all, self.y_all = x_all, y_all
         self.done = 0
         self._plain = None
@@ -89,12 +91,12 @@ class PackOfOne:
             step_all = jax.vmap(self.step._one_trial, in_axes=(0, 0, 0, 0, 0, 0, None))
 
             def one(carry, hyper, batch, step, x_all, y_all):
-                trainable, non_trainable, velocity, loss = step_all(
+                trainable, non_trainable, slots, loss = step_all(
                     *carry, hyper, x_all[batch], y_all[batch], step)
-                return (trainable, non_trainable, velocity), loss
+                return (trainable, non_trainable, slots), loss
 
             self._plain = jax.jit(one, donate_argnums=(0,))
-        carry = (self.state.trainable, self.state.non_trainable, self.state.velocity)
+        carry = (self.state.trainable, self.state.non_trainable, self.state.slots)
         device_indices = jnp.asarray(indices[:, None, :])
         tick = time.perf_counter()
         for i in range(len(indices)):
@@ -104,7 +106,8 @@ class PackOfOne:
         seconds = time.perf_counter() - tick
         from batchscale.training.vmapped_step import StackedState
 
-        self.state = StackedState(list(carry[0]), list(carry[1]), list(carry[2]))
+        self.state = StackedState(list(carry[0]), list(carry[1]),
+                                  {name: list(values) for name, values in carry[2].items()})
         self.done += len(indices)
         return seconds
 
@@ -216,7 +219,7 @@ def predict_rates(step, alone, arrays, width, inputs, repeats) -> tuple[float, f
     ``PackStep.predict`` call, and by one jitted call per trial (interleaved)."""
     from batchscale.training.vmapped_step import stack_trials
 
-    state = stack_trials([arrays] * width, True)
+    state = stack_trials([arrays] * width, ("velocity",))
     trials = [([v[i] for v in state.trainable], [v[i] for v in state.non_trainable])
               for i in range(width)]
     rates = {"vmapped": [], "one by one": []}
@@ -253,7 +256,7 @@ def part_three(args, pipeline, x) -> None:
         step = PackStep(model, "constant", "nesterov_momentum", False, pipeline.num_outputs)
         alone = jax.jit(partial(predict_alone, model))
         for width in args.widths:
-            v, o = predict_rates(step, alone, initial_arrays(model, True), width, inputs,
+            v, o = predict_rates(step, alone, initial_arrays(model, ("velocity",)), width, inputs,
                                  args.repeats)
             print(f"  {model_name} K={width}: vmapped {v:.0f}, one by one {o:.0f} trial-examples/s",
                   flush=True)

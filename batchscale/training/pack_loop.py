@@ -70,6 +70,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
 
     from batchscale.training.evaluator import Evaluator
     from batchscale.training.keras_setup import seed_keras, training_scope
+    from batchscale.training.optimizer_rules import SLOTS
     from batchscale.training.vmapped_step import PackStep, initial_arrays
     from batchscale.workloads import build_model
 
@@ -78,7 +79,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
     x, y = pipeline.arrays("train")
     x_all = jnp.asarray(x)
     y_all = jnp.asarray(np.eye(pipeline.num_outputs, dtype=np.float32)[y])
-    momentum = spec.workload.optimizer != "sgd"
+    slots = SLOTS[spec.workload.optimizer]
 
     runs, arrays, evaluators = [], [], []
     started = time.time()
@@ -91,7 +92,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
             model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                                 task=pipeline.task)
             run = _new_run(store, spec, trial, pipeline, seed, max_steps, len(trials), log, board)
-            values = initial_arrays(model, momentum)
+            values = initial_arrays(model, slots)
             checkpoint = run.life.start()
             if checkpoint is not None:
                 values = _resume(run, checkpoint, values)
@@ -133,7 +134,7 @@ def vmap_width(spec: StudySpec) -> int:
 
 
 def _new_run(store, spec, trial, pipeline, seed, max_steps, pack_size, log, board) -> TrialRun:
-    params = resolve_parameters(trial.parameters, max_steps)
+    params = resolve_parameters(trial.parameters, max_steps, spec.workload.optimizer)
     metadata = {**trial_metadata(spec, trial, params, max_steps, 1, "vmapped"),
                 "pack_size": pack_size}
     order = EpochPermutations(pipeline.num_train_examples, trial.batch_size, seed)
@@ -160,6 +161,7 @@ class _Loop:
     """The evaluation-to-evaluation loop of one group of trials at the same step."""
 
     def __init__(self, spec, step_fn, runs, arrays, evaluators, x_all, y_all, started, log, stop):
+        from batchscale.training.optimizer_rules import SLOTS
         from batchscale.training.vmapped_step import stack_hyper, stack_trials
 
         self.spec, self.step_fn, self.log, self.stop = spec, step_fn, log, stop
@@ -175,9 +177,9 @@ class _Loop:
                 run.life.metadata["vmap_width"] = run.life.metadata["trained_together"] = len(runs)
         self.runs, self.evaluators = runs, evaluators
         self.x_all, self.y_all, self.started = x_all, y_all, started
-        self.state = stack_trials(arrays, spec.workload.optimizer != "sgd")
+        self.state = stack_trials(arrays, SLOTS[spec.workload.optimizer])
         keys = (*SCHEDULE_PARAMETERS[spec.schedule], *SCHEDULE_OPTIONAL_PARAMETERS[spec.schedule])
-        self.hyper = stack_hyper([r.params for r in runs], keys)
+        self.hyper = stack_hyper([r.params for r in runs], keys, spec.workload.optimizer)
         self.last_checkpoint = self.last_flush = time.time()
         self.chunk_steps = 1
         self.eval_seconds = 0.0

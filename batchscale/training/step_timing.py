@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from batchscale.core.names import OPTIMIZER_DEFAULTS
 from batchscale.core.spec import StudySpec
 
 TIME_SECONDS = 2.0  # a probe trains at most about this long per batch size ...
@@ -35,8 +36,8 @@ def now_iso() -> str:
 def probe_parameters(spec: StudySpec, quantile: float) -> dict:
     """Metaparameters of a probe run: the learning rate at ``quantile`` of its searched
     range (in its own scale), every other searched parameter at its midpoint, and the
-    spec's fixed values."""
-    params = dict(spec.fixed)
+    spec's fixed values (the optimizer's defaults for what neither gives)."""
+    params = {**OPTIMIZER_DEFAULTS.get(spec.workload.optimizer, {}), **spec.fixed}
     for p in spec.search_space:
         params[p.name] = p.from_unit(quantile if p.name == "learning_rate" else 0.5)
     params.setdefault("label_smoothing", 0.0)
@@ -47,17 +48,18 @@ def probe_pack(spec: StudySpec, pipeline, params: list[dict]):
     """(model, PackStep, stacked state, stacked metaparameters) of ``params`` trained
     together with a constant learning rate, every run from the same initial model."""
     from batchscale.training.keras_setup import seed_keras
+    from batchscale.training.optimizer_rules import SLOTS
     from batchscale.training.vmapped_step import PackStep, initial_arrays, stack_hyper, stack_trials
     from batchscale.workloads import build_model
 
     seed_keras(spec.seed, spec.backend)
     model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                         task=pipeline.task)
-    momentum = spec.workload.optimizer != "sgd"
+    slots = SLOTS[spec.workload.optimizer]
     step_fn = PackStep(model, "constant", spec.workload.optimizer,
                        any(p.get("l2_penalty", 0.0) for p in params), pipeline.num_outputs)
-    state = stack_trials([initial_arrays(model, momentum)] * len(params), momentum)
-    return model, step_fn, state, stack_hyper(params, ())
+    state = stack_trials([initial_arrays(model, slots)] * len(params), slots)
+    return model, step_fn, state, stack_hyper(params, (), spec.workload.optimizer)
 
 
 def device_arrays(pipeline):
@@ -129,12 +131,12 @@ def time_on_devices(spec: StudySpec, pipeline, batch_size: int, devices: int, lo
     with training_scope(spec.backend, spec.workload.precision, 1, log):
         _, step_fn, state, hyper = probe_pack(spec, pipeline, [params])
         one = jax.tree.map(lambda a: jax.device_put(a[0], whole),
-                           (state.trainable, state.non_trainable, state.velocity))
+                           (state.trainable, state.non_trainable, state.slots))
         hyper = {k: v[0] for k, v in hyper.items()}
 
         def step(carry, xb, yb, i):
-            trainable, non_trainable, velocity = carry
-            t, nt, v, _ = step_fn._one_trial(trainable, non_trainable, velocity, hyper, xb, yb, i)
+            trainable, non_trainable, slots = carry
+            t, nt, v, _ = step_fn._one_trial(trainable, non_trainable, slots, hyper, xb, yb, i)
             return t, nt, v
 
         compiled = jax.jit(step, donate_argnums=(0,), out_shardings=whole)

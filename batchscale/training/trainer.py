@@ -20,6 +20,7 @@ import zlib
 
 import numpy as np
 
+from batchscale.core.names import OPTIMIZER_DEFAULTS, OPTIMIZER_PARAMETERS
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
@@ -43,10 +44,12 @@ def trial_seed(spec: StudySpec, trial: TrialSpec) -> int:
     return zlib.crc32(f"{spec.seed}/{trial.batch_size}/{trial.trial_id}".encode()) & 0x7FFFFFFF
 
 
-def resolve_parameters(parameters: dict, max_steps: int) -> dict:
+def resolve_parameters(parameters: dict, max_steps: int, optimizer: str | None = None) -> dict:
     """The trial's metaparameters as the trainer uses them: ``decay_fraction`` (a search
-    space that transfers across batch sizes) becomes ``decay_steps`` of this budget."""
-    params = dict(parameters)
+    space that transfers across batch sizes) becomes ``decay_steps`` of this budget, and
+    every metaparameter ``optimizer`` reads that the spec neither searched nor fixed takes
+    its default (``OPTIMIZER_DEFAULTS``), so metadata.json records each value a trial used."""
+    params = {**OPTIMIZER_DEFAULTS.get(optimizer, {}), **parameters}
     if "decay_fraction" in params:
         params["decay_steps"] = max(1, round(params.pop("decay_fraction") * max_steps))
     return params
@@ -74,14 +77,17 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
     pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
     seed = trial_seed(spec, trial)
     max_steps = spec.max_steps[trial.batch_size]
-    params = resolve_parameters(trial.parameters, max_steps)
+    params = resolve_parameters(trial.parameters, max_steps, spec.workload.optimizer)
 
     seed_keras(seed, spec.backend)
     with training_scope(spec.backend, spec.workload.precision, trial.batch_size, log) as replicas:
         model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                             task=pipeline.task)
+        settings = {k: params[k] for k in OPTIMIZER_PARAMETERS[spec.workload.optimizer]
+                    if k != "momentum" and k in params}  # the Adam family's
         optimizer = make_optimizer(spec.workload.optimizer, make_keras_schedule(spec.schedule, params),
-                                   params.get("momentum", 0.0), params.get("l2_penalty", 0.0))
+                                   params.get("momentum", 0.0), params.get("l2_penalty", 0.0),
+                                   **settings)
         model.compile(optimizer=optimizer, loss=make_loss(pipeline.task, params.get("label_smoothing", 0.0)))
         evaluate = Evaluator(model, pipeline, spec.evaluation.train_examples, seed, replicas)
         train = _Trainer(model, pipeline, trial.batch_size, seed)

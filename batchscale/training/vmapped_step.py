@@ -4,10 +4,13 @@ Every trial of a pack has the same model, data set and batch size, and its own
 parameters, optimizer state, metaparameters and data order. ``PackStep`` stacks them
 on a leading trial axis and trains them all in one compiled call: Keras 3's stateless
 API (``model.stateless_call``) gives the forward pass as a pure function of the
-variables, ``jax.vmap`` maps it over the trials, and the paper's update
-(``optimizer.paper_update``) and schedule (``schedules.rate_at``) take each trial's
-learning rate, momentum, label smoothing, L2 penalty and schedule parameters as traced
-values, so one executable serves every trial of the pack.
+variables, ``jax.vmap`` maps it over the trials, and the optimizer's update rule
+(``optimizer_rules.apply_rule``, the one the fit engine's Keras optimizer calls) and the
+schedule (``schedules.rate_at``) take each trial's learning rate, optimizer metaparameters
+(momentum; beta_1, beta_2, epsilon, weight decay), label smoothing, L2 penalty and schedule
+parameters as traced values, so one executable serves every trial of the pack. The
+optimizer's state is its slots (``optimizer_rules.SLOTS``: the velocity, Adam's m and v,
+Lion's m), one array per trainable variable and slot; the bias corrections read the step.
 
 The steps between two evaluations run inside that call (``lax.fori_loop`` over batch
 indices gathered on the host, one row per step and trial), with a dynamic trip count:
@@ -25,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batchscale.training.optimizer import is_penalised, paper_update
+from batchscale.core.names import OPTIMIZER_DEFAULTS, OPTIMIZER_PARAMETERS
+from batchscale.training.optimizer_rules import SLOTS, apply_rule, is_penalised, reads_weight_decay
 from batchscale.training.schedules import rate_at
 
 INDEX_BUDGET = 1 << 21  # int32 batch indices per chunk buffer (8 MiB): bounds a chunk's steps
@@ -39,24 +43,27 @@ def chunk_capacity(width: int, batch_size: int) -> int:
 
 @dataclass
 class StackedState:
-    """The variables of a pack's trials, each stacked on a leading trial axis."""
+    """The variables of a pack's trials, each stacked on a leading trial axis; ``slots``:
+    the optimizer's state, slot name -> one array per trainable variable (``{}`` for SGD)."""
 
     trainable: list
     non_trainable: list
-    velocity: list | None  # None for plain SGD
+    slots: dict[str, list]
 
     def trial(self, position: int) -> dict[str, np.ndarray]:
-        """One trial's arrays, named for a checkpoint."""
+        """One trial's arrays, named for a checkpoint (``<group>/<i>``, a slot's group its
+        name: ``velocity/<i>`` for momentum, as in checkpoints before the Adam family)."""
         out = {}
         for group, values in (("trainable", self.trainable), ("non_trainable", self.non_trainable),
-                              ("velocity", self.velocity or [])):
+                              *self.slots.items()):
             for i, value in enumerate(values):
                 out[f"{group}/{i}"] = np.asarray(value[position])
         return out
 
 
-def stack_trials(per_trial: list[dict[str, np.ndarray]], momentum: bool) -> StackedState:
-    """Stack trials' arrays (``StackedState.trial`` form) into one state."""
+def stack_trials(per_trial: list[dict[str, np.ndarray]], slots: tuple[str, ...]) -> StackedState:
+    """Stack trials' arrays (``StackedState.trial`` form) into one state with the
+    optimizer's ``slots`` (``optimizer_rules.SLOTS``)."""
     import jax.numpy as jnp
 
     def group(name):
@@ -64,16 +71,16 @@ def stack_trials(per_trial: list[dict[str, np.ndarray]], momentum: bool) -> Stac
         return [jnp.asarray(np.stack([t[f"{name}/{i}"] for t in per_trial])) for i in range(count)]
 
     return StackedState(group("trainable"), group("non_trainable"),
-                        group("velocity") if momentum else None)
+                        {name: group(name) for name in slots})
 
 
-def initial_arrays(model, momentum: bool) -> dict[str, np.ndarray]:
-    """A freshly built model's variables in ``StackedState.trial`` form (velocity 0)."""
+def initial_arrays(model, slots: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """A freshly built model's variables in ``StackedState.trial`` form, every slot 0."""
     out = {f"trainable/{i}": np.asarray(v.value) for i, v in enumerate(model.trainable_variables)}
     out.update({f"non_trainable/{i}": np.asarray(v.value)
                 for i, v in enumerate(model.non_trainable_variables)})
-    if momentum:
-        out.update({f"velocity/{i}": np.zeros(v.shape, v.dtype)
+    for name in slots:
+        out.update({f"{name}/{i}": np.zeros(v.shape, v.dtype)
                     for i, v in enumerate(model.trainable_variables)})
     return out
 
@@ -81,14 +88,15 @@ def initial_arrays(model, momentum: bool) -> dict[str, np.ndarray]:
 class PackStep:
     """Compiled training chunks and predictions for a pack of one model's trials.
 
-    ``schedule``, ``nesterov``, ``momentum`` (whether there is a velocity at all) and
-    ``l2`` (whether any trial has a penalty) are static; everything per trial is traced.
+    ``schedule``, ``optimizer`` (its rule and slots) and ``l2`` (whether any trial has a
+    penalty) are static; everything per trial is traced.
     """
 
     def __init__(self, model, schedule: str, optimizer: str, l2: bool, num_classes: int):
         self.model, self.schedule = model, schedule
-        self.nesterov = optimizer == "nesterov_momentum"
-        self.momentum = optimizer != "sgd"
+        self.optimizer = optimizer
+        self.slots = SLOTS[optimizer]
+        self.decay = reads_weight_decay(optimizer)
         self.l2 = l2
         self.num_classes = num_classes
         self.penalised = [is_penalised(v) for v in model.trainable_variables]
@@ -98,7 +106,7 @@ class PackStep:
         self.steps_in_graph = steps_in_graph(model)
 
     # ---- training -----------------------------------------------------------------
-    def _one_trial(self, trainable, non_trainable, velocity, hyper, x, y, step):
+    def _one_trial(self, trainable, non_trainable, slots, hyper, x, y, step):
         import jax
         from keras import ops
 
@@ -113,15 +121,23 @@ class PackStep:
 
         (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             trainable, non_trainable)
+        trainable, slots = self._update(trainable, grads, slots, hyper, step)
+        return trainable, non_trainable, slots, loss
+
+    def _update(self, trainable, grads, slots, hyper, step):
+        """Every trainable variable's update by the optimizer's rule (``apply_rule``):
+        the new variables and slots."""
         rate = rate_at(self.schedule, step, hyper)
-        new_trainable, new_velocity = [], []
+        new_trainable, new_slots = [], {name: [] for name in self.slots}
         for i, (value, grad) in enumerate(zip(trainable, grads)):
             penalty = hyper["l2_penalty"] if self.l2 and self.penalised[i] else None
-            v = velocity[i] if velocity is not None else None
-            value, v = paper_update(value, grad, v, rate, hyper["momentum"], self.nesterov, penalty)
+            value, state = apply_rule(self.optimizer, value, grad,
+                                      tuple(slots[name][i] for name in self.slots), rate, hyper,
+                                      step, penalty, decay=self.decay and self.penalised[i])
             new_trainable.append(value)
-            new_velocity.append(v)
-        return new_trainable, non_trainable, (new_velocity if velocity is not None else None), loss
+            for name, array in zip(self.slots, state):
+                new_slots[name].append(array)
+        return new_trainable, new_slots
 
     def _step(self, carry, hyper, batch, step, x_all, y_all):
         """One step of every trial: batch (trials, batch size) indices into the data."""
@@ -131,20 +147,20 @@ class PackStep:
         if batch.shape[0] == 1:  # a pack of one: no trial axis inside (measured faster on CPU)
             out = self._step_alone(_squeeze(carry), _squeeze(hyper), batch[0], step, x_all, y_all)
             return _expand(out)
-        trainable, non_trainable, velocity, finite = carry
+        trainable, non_trainable, slots, finite = carry
         step_all = jax.vmap(self._one_trial, in_axes=(0, 0, 0, 0, 0, 0, None))
-        trainable, non_trainable, velocity, loss = step_all(
-            trainable, non_trainable, velocity, hyper, x_all[batch], y_all[batch], step)
-        return trainable, non_trainable, velocity, finite & jnp.isfinite(loss)
+        trainable, non_trainable, slots, loss = step_all(
+            trainable, non_trainable, slots, hyper, x_all[batch], y_all[batch], step)
+        return trainable, non_trainable, slots, finite & jnp.isfinite(loss)
 
     def _step_alone(self, carry, hyper, batch, step, x_all, y_all):
         """One step of one trial, without a trial axis: batch (batch size,) indices."""
         import jax.numpy as jnp
 
-        trainable, non_trainable, velocity, finite = carry
-        trainable, non_trainable, velocity, loss = self._one_trial(
-            trainable, non_trainable, velocity, hyper, x_all[batch], y_all[batch], step)
-        return trainable, non_trainable, velocity, finite & jnp.isfinite(loss)
+        trainable, non_trainable, slots, finite = carry
+        trainable, non_trainable, slots, loss = self._one_trial(
+            trainable, non_trainable, slots, hyper, x_all[batch], y_all[batch], step)
+        return trainable, non_trainable, slots, finite & jnp.isfinite(loss)
 
     def _chunk(self, carry, hyper, indices, steps, first_step, x_all, y_all):
         import jax
@@ -175,7 +191,7 @@ class PackStep:
         import jax.numpy as jnp
 
         steps, width, batch = indices.shape
-        carry = (state.trainable, state.non_trainable, state.velocity, jnp.ones((width,), bool))
+        carry = (state.trainable, state.non_trainable, state.slots, jnp.ones((width,), bool))
         if self.steps_in_graph:
             capacity = chunk_capacity(width, batch)
             for start in range(0, steps, capacity):  # one compiled call per buffer of steps
@@ -186,16 +202,16 @@ class PackStep:
                         jnp.int32(first_step + start), x_all, y_all)
                 carry = self._compiled_call("chunk", self._chunk, args,
                                             (width, batch, capacity))(*args)
-            trainable, non_trainable, velocity, finite = carry
+            trainable, non_trainable, slots, finite = carry
         else:
             device_indices = jnp.asarray(indices.astype(np.int32))
             for i in range(steps):
                 args = (carry, hyper, device_indices[i], jnp.int32(first_step + i), x_all, y_all)
                 carry = self._compiled_call("step", self._step, args, (width, batch))(*args)
-            trainable, non_trainable, velocity, finite = carry
+            trainable, non_trainable, slots, finite = carry
         finite = np.asarray(finite)  # waits for the chunk to finish
         return StackedState(list(trainable), list(non_trainable),
-                            None if velocity is None else list(velocity)), finite
+                            {name: list(values) for name, values in slots.items()}), finite
 
     def _compiled_call(self, kind: str, function, args, shape: tuple):
         """``function`` compiled ahead of time for these argument shapes, once (its compile
@@ -269,10 +285,19 @@ def _layers(model):
         yield from _layers(layer)
 
 
-def stack_hyper(resolved: list[dict], schedule_keys: tuple[str, ...]) -> dict:
-    """Per-trial metaparameters as float32 arrays on the trial axis (traced in the step)."""
+def stack_hyper(resolved: list[dict], schedule_keys: tuple[str, ...], optimizer: str = "sgd") -> dict:
+    """Per-trial metaparameters as float32 arrays on the trial axis (traced in the step):
+    the learning rate, momentum (0 where absent), the metaparameters ``optimizer`` reads
+    (a missing one at its default, ``OPTIMIZER_DEFAULTS``), label smoothing, the L2
+    penalty and ``schedule_keys``."""
     import jax.numpy as jnp
 
-    keys = ("learning_rate", "momentum", "label_smoothing", "l2_penalty", *schedule_keys)
-    return {key: jnp.asarray(np.array([float(p.get(key, 0.0)) for p in resolved], np.float32))
-            for key in dict.fromkeys(keys)}
+    defaults = OPTIMIZER_DEFAULTS.get(optimizer, {})
+    keys = ("learning_rate", "momentum", "label_smoothing", "l2_penalty",
+            *OPTIMIZER_PARAMETERS[optimizer], *schedule_keys)
+    values = {key: np.array([float(p.get(key, defaults.get(key, 0.0))) for p in resolved])
+              for key in dict.fromkeys(keys)}
+    for beta in ("beta_1", "beta_2"):  # 1 - beta from float64 (optimizer_rules.complement)
+        if beta in values:
+            values[f"one_minus_{beta}"] = 1.0 - values[beta]
+    return {key: jnp.asarray(value.astype(np.float32)) for key, value in values.items()}

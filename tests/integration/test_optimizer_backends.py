@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from batchscale.core.names import OPTIMIZERS
+from batchscale.core.names import PAPER_OPTIMIZERS
 from tests.unit.test_optimizer import (
     ALPHA,
     DECAY_STEPS,
@@ -103,7 +103,7 @@ def backend_results(request):
         "alpha": ALPHA,
         "decay_steps": DECAY_STEPS,
         "momentum": MOMENTUM,
-        "optimizers": list(OPTIMIZERS),
+        "optimizers": list(PAPER_OPTIMIZERS),
         "l2": L2,
     }
     env = dict(os.environ, KERAS_BACKEND=request.param, TF_CPP_MIN_LOG_LEVEL="3")
@@ -124,7 +124,7 @@ def backend_results(request):
 
 
 
-@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@pytest.mark.parametrize("optimizer", PAPER_OPTIMIZERS)
 def test_matches_paper_rule(backend_results, optimizer):
     np.testing.assert_allclose(backend_results[optimizer], reference(optimizer), atol=1e-6)
 
@@ -148,7 +148,7 @@ def test_l2_one_step_by_hand(backend_results):
     assert backend_results["l2_config"] == 0.01
 
 
-@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@pytest.mark.parametrize("optimizer", PAPER_OPTIMIZERS)
 def test_l2_penalises_kernels_only(backend_results, optimizer):
     kernel, bias = backend_results["l2"][optimizer]
     want_kernel, want_bias = l2_reference(optimizer)
