@@ -15,6 +15,7 @@ import argparse
 import re
 
 from batchscale.core import protocols
+from batchscale.core.names import OPTIMIZERS
 from batchscale.core.spec import SpecError, StudySpec
 from batchscale.validation import load_spec_dict, parse_spec, with_batch_sizes
 
@@ -80,6 +81,7 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
             raw[key] = getattr(args, key)
     overrides = {key: getattr(args, key) for key in ("dataset", "model", "optimizer")
                  if getattr(args, key) is not None}
+    written = raw["workload"].get("optimizer") if isinstance(raw.get("workload"), dict) else None
     if overrides and isinstance(raw.get("workload"), dict):  # else parse_spec refuses workload
         raw["workload"] = {**raw["workload"], **overrides}
     elif overrides and raw.get("workload") is None:
@@ -96,7 +98,49 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
         raw["trials_per_batch_size"] = args.trials
     if args.goal:
         raw["goals"] = list(args.goal)  # the one goal syntax, checked by parse_spec
+    if args.optimizer is not None:
+        raw = _switched_space(raw, written, args.optimizer)
     return parse_spec(raw)
+
+
+def _switched_space(raw: dict, written, optimizer: str) -> dict:
+    """``--optimizer`` over a study whose search space was written for another optimizer
+    (the spec's ``written`` one, or the workload's own): the space for ``optimizer``
+    (``workloads.optimizer_spaces``: momentum dropped for sgd; the Adam family's learning
+    rate and metaparameters), said in one line on stderr. A spec that itself names an
+    optimizer and parameters it does not read is still refused (by ``parse_spec``)."""
+    import sys
+
+    from batchscale.workloads.defaults import workload_defaults
+    from batchscale.workloads.optimizer_spaces import optimizer_fixed, optimizer_space
+
+    workload = raw.get("workload") if isinstance(raw.get("workload"), dict) else {}
+    defaults = workload_defaults(str(workload.get("dataset")), str(workload.get("model")))
+    own = written or (defaults.optimizer if defaults else None)
+    space = raw.get("search_space")
+    if own is None or own == optimizer or own not in OPTIMIZERS or (
+            space is None and (defaults is None or written is not None)):
+        return raw
+    if isinstance(space, dict):  # the spec's own space
+        trials = raw.get("trials_per_batch_size", defaults.trials if defaults else 1)
+        new = optimizer_space(space, own, optimizer, trials if isinstance(trials, int) else 1)
+        fixed = raw.get("fixed")
+        raw = {**raw, "search_space": new,
+               **({"fixed": optimizer_fixed(fixed, optimizer)} if isinstance(fixed, dict) else {})}
+    elif space is None:  # the workload's default space: with_defaults makes the same
+        space = defaults.search_space
+        new = optimizer_space(space, own, optimizer, defaults.trials)
+    else:
+        return raw
+    if new != space:
+        dropped = [name for name in space if name not in new]
+        changed = [f"{name} [{cfg['min']:g}, {cfg['max']:g}] {cfg['scale']}" for name, cfg in new.items()
+                   if space.get(name) != cfg and "min" in cfg]
+        print(f"note: optimizer {optimizer}"
+              + (f" has no {', '.join(dropped)}: dropped from the search space" if dropped else "")
+              + (f"{';' if dropped else ':'} searching {' and '.join(changed)} instead, its other "
+                 "metaparameters at their defaults" if changed else ""), file=sys.stderr)
+    return raw
 
 
 def _workload_start(args: argparse.Namespace) -> dict:

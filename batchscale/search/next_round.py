@@ -31,9 +31,9 @@ from batchscale.core.spec import PARAMETER_BOUNDS, Parameter, StudySpec
 
 SCALE_NAMES = {"linear": "LINEAR_SCALE", "log": "LOG_SCALE", "reverse_log": "REVERSE_LOG_SCALE"}
 # Where a re-searched range must stop: a parameter's bounds (core.spec.PARAMETER_BOUNDS),
-# with open ends pulled in (momentum and label smoothing stay below 1).
+# with open ends pulled in (momentum, label smoothing and the Adam family's betas stay below 1).
 OPEN_END = 1e-4
-OPEN_BELOW_ONE = ("momentum", "label_smoothing")  # bounded by 1, never 1
+OPEN_BELOW_ONE = ("momentum", "label_smoothing", "beta_1", "beta_2")  # bounded by 1, never 1
 LOWEST_DIVERGENCE_SURVIVAL = 0.25  # a top-up assumes at least this share will not diverge
 
 

@@ -7,6 +7,10 @@ refusals (``<field>: <problem>; <what is allowed>``).
 from __future__ import annotations
 
 from batchscale.core.names import (
+    ALL_OPTIMIZER_PARAMETERS,
+    OPTIMIZER_DEFAULTS,
+    OPTIMIZER_PARAMETERS,
+    OPTIMIZERS,
     SCHEDULE_OPTIONAL_PARAMETERS,
     SCHEDULE_PARAMETERS,
     SCHEDULES,
@@ -80,9 +84,9 @@ def _check_value(where, name, value):
     lo, hi, allowed = PARAMETER_BOUNDS[name]
     bad = (
         value < lo or value > hi
-        or (name in ("momentum", "label_smoothing") and value >= 1)
-        or (name in ("learning_rate", "end_learning_rate_factor", "power", "decay_fraction")
-            and value <= 0)
+        or (name in ("momentum", "label_smoothing", "beta_1", "beta_2") and value >= 1)
+        or (name in ("learning_rate", "end_learning_rate_factor", "power", "decay_fraction",
+                     "epsilon") and value <= 0)
         or (name in INTEGER_PARAMETERS and not float(value).is_integer())
     )
     if bad:
@@ -104,6 +108,36 @@ def parse_fixed(raw) -> dict:
     return dict(raw)
 
 
+def optimizer_takes(optimizer: str) -> str:
+    """What ``optimizer`` reads besides the learning rate, in words: ``"momentum"``;
+    ``"beta_1, beta_2, epsilon (optional; defaults 0.9, 0.999, 1e-08)"``."""
+    names = OPTIMIZER_PARAMETERS[optimizer]
+    defaults = OPTIMIZER_DEFAULTS.get(optimizer, {})
+    if not names:
+        return "only learning_rate"
+    optional = [n for n in names if n in defaults]
+    text = ", ".join(names)
+    if optional:
+        values = ", ".join(f"{defaults[n]:g}" for n in optional)
+        text += f" ({'all ' if len(optional) == len(names) else ''}optional; defaults {values})"
+    return text
+
+
+def check_optimizer_parameters(optimizer, given, where) -> set[str]:
+    """The optimizer's metaparameters among ``given`` (names searched or fixed): one it
+    does not read refused in one line naming the optimizer and what it takes; returns
+    those it needs (the paper's momentum; the Adam family's have defaults)."""
+    unread = sorted(n for n in given if n in ALL_OPTIMIZER_PARAMETERS
+                    and n not in OPTIMIZER_PARAMETERS[optimizer])
+    if unread:
+        name = unread[0]
+        users = [o for o in OPTIMIZERS if name in OPTIMIZER_PARAMETERS[o]]
+        _fail(where(name), f"optimizer {optimizer} has no {name}; it takes "
+              f"{optimizer_takes(optimizer)}; drop it or use optimizer {' or '.join(users)}")
+    defaults = OPTIMIZER_DEFAULTS.get(optimizer, {})
+    return {n for n in OPTIMIZER_PARAMETERS[optimizer] if n not in defaults}
+
+
 def check_parameters(optimizer, schedule, space, fixed):
     """The parameters given are those the optimizer and schedule read: none missing,
     none ignored, no parameter both searched and fixed, a warm-up shorter than the decay."""
@@ -111,15 +145,11 @@ def check_parameters(optimizer, schedule, space, fixed):
     both = {p.name for p in space} & set(fixed)
     if both:
         _fail(f"fixed.{sorted(both)[0]}", "is also in search_space; keep it in one of the two")
-    needed = {"learning_rate"}
-    if optimizer != "sgd":
-        needed.add("momentum")
-    elif "momentum" in given:
-        _fail("search_space.momentum", "optimizer sgd has no momentum; use momentum or "
-              "nesterov_momentum, or drop the parameter")
 
     def where(name):
         return f"fixed.{name}" if name in fixed else f"search_space.{name}"
+
+    needed = {"learning_rate"} | check_optimizer_parameters(optimizer, given, where)
 
     # decay_fraction (T as a fraction of the budget) stands in for decay_steps.
     given_as_steps = {"decay_steps" if n == "decay_fraction" else n for n in given}

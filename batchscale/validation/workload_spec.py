@@ -11,6 +11,7 @@ from batchscale.core.spec import fail_field as _fail
 from batchscale.validation.data_spec import parse_data_files
 from batchscale.workloads import check_model_name, check_model_reference, get_dataset
 from batchscale.workloads.defaults import workload_defaults
+from batchscale.workloads.optimizer_spaces import optimizer_fixed, optimizer_space
 
 # Fields a workload's defaults can fill in.
 DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space", "fixed", "goals",
@@ -102,7 +103,9 @@ def _parse_task(task) -> str:
 
 
 def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
-    """``raw`` with the workload's defaults filled in where the spec leaves fields out."""
+    """``raw`` with the workload's defaults filled in where the spec leaves fields out.
+    Run with another optimizer than its own, a workload's default search space and fixed
+    values are those for that optimizer (``workloads.optimizer_spaces``)."""
     defaults = workload_defaults(workload.dataset, workload.model)
     missing = [key for key in DEFAULTABLE if raw.get(key) is None]  # absent; [] is an error
     if not missing:
@@ -122,8 +125,9 @@ def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
         "batch_sizes": list(defaults.batch_sizes),
         "trials_per_batch_size": defaults.trials,
         "schedule": defaults.schedule,
-        "search_space": defaults.search_space,
-        "fixed": defaults.fixed,
+        "search_space": optimizer_space(defaults.search_space, defaults.optimizer,
+                                        workload.optimizer, defaults.trials),
+        "fixed": optimizer_fixed(defaults.fixed, workload.optimizer),
         "goals": [defaults.goal],
         "max_steps": {int(b): defaults.budget(int(b), train) for b in sizes
                       if isinstance(b, (int, float)) and b >= 1},

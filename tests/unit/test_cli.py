@@ -42,7 +42,7 @@ def _spec_file(tmp_path, root, **changes):
 BAD = [
     (["--dataset", "cifar_100"], "workload.dataset"),
     (["--model", "resnet_1001"], "workload.model"),
-    (["--optimizer", "adam"], "workload.optimizer"),
+    (["--optimizer", "adagrad"], "workload.optimizer"),
     (["--batch-sizes", ","], "batch_sizes"),
     (["--batch-sizes", "8,-16"], "batch_sizes"),
     (["--batch-sizes", "8,100000"], "batch_sizes"),

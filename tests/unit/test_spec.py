@@ -67,7 +67,7 @@ def _with(path, value):
 BAD_SPECS = [
     (_with("workload.dataset", "imagenet9"), "workload.dataset", "allowed: c4, cifar_10, digits"),
     (_with("workload.model", "resnet_999"), "workload.model", "simple_cnn_base"),
-    (_with("workload.optimizer", "adam"), "workload.optimizer", "nesterov_momentum"),
+    (_with("workload.optimizer", "adagrad"), "workload.optimizer", "nesterov_momentum"),
     (_with("batch_sizes", []), "batch_sizes", "must be a non-empty list"),
     (_with("batch_sizes", [8, 0, 16]), "batch_sizes", "positive"),
     (_with("batch_sizes", [8, -4]), "batch_sizes", "positive"),
