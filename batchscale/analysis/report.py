@@ -82,7 +82,7 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
     trials = trials.merge(censored.rename(columns={"censored": "stopped_early"}),
                           on=["batch_size", "trial_id"], how="left")
     trials["stopped_early"] = trials["stopped_early"].astype("boolean").fillna(False).astype(bool)
-    optimal = optimal_metaparameters(val[primary.label])
+    optimal = optimal_metaparameters(val[primary.label], study.optimizer)
     warnings = edge_warnings(trials, val[primary.label], study.search_space)
     counts = trial_counts(trials)
     budgets = pd.concat([

@@ -118,7 +118,7 @@ def _switched_space(raw: dict, written, optimizer: str) -> dict:
     defaults = workload_defaults(str(workload.get("dataset")), str(workload.get("model")))
     own = written or (defaults.optimizer if defaults else None)
     space = raw.get("search_space")
-    if own is None or own == optimizer or own not in OPTIMIZERS or (
+    if own is None or own == optimizer or not {own, optimizer} <= set(OPTIMIZERS) or (
             space is None and (defaults is None or written is not None)):
         return raw
     if isinstance(space, dict):  # the spec's own space

@@ -90,9 +90,12 @@ OPTIMIZER_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 # Defaults of the Adam family's metaparameters, with their sources: Adam's and AdamW's
 # betas and epsilon are Kingma & Ba 2015's (Keras' epsilon is 1e-7; we keep the paper's
-# 1e-8); AdamW's decoupled weight decay 0.01 is PyTorch's default (Loshchilov & Hutter 2019
-# tune it); LAMB's are You et al. 2020's (epsilon 1e-6, weight decay 0.01); Lion's are
-# Chen et al. 2023's (beta_2 0.99; weight decay 3-10x AdamW's for a 3-10x smaller rate).
+# 1e-8, which the update adds to sqrt(v) as Keras and TensorFlow do: their "epsilon hat");
+# AdamW's decoupled weight decay 0.01 is PyTorch's torch.optim.AdamW default (Keras' is
+# 0.004; Loshchilov & Hutter 2019 tune it); LAMB's are You et al. 2020's (epsilon 1e-6,
+# weight decay 0.01, BERT's); Lion's betas are Chen et al. 2023's (0.9, 0.99), its weight
+# decay 0.1 our choice after their advice of 3-10x AdamW's (0.01) for a 3-10x smaller
+# learning rate, so that the decay per step, eta * wd, stays alike.
 OPTIMIZER_DEFAULTS: dict[str, dict[str, float]] = {
     "adam": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8},
     "adamw": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8, "weight_decay": 0.01},
@@ -102,8 +105,9 @@ OPTIMIZER_DEFAULTS: dict[str, dict[str, float]] = {
 # Every metaparameter some optimizer reads (the trainer stacks them per trial in a pack).
 ALL_OPTIMIZER_PARAMETERS = ("momentum", "beta_1", "beta_2", "epsilon", "weight_decay")
 # How each optimizer's "effective learning rate" is defined (the analysis' x axis for the
-# learning-rate figures): the paper's eta/(1-gamma) for momentum (Section 2.2), eta itself
-# for plain SGD and the Adam family (their step is already normalised).
+# learning-rate figures): the paper's eta/(1-gamma) for momentum (Section 2.2: the step a
+# constant gradient settles to), eta itself for plain SGD and the Adam family (whose first
+# moment is an average, (1 - beta_1) sum beta_1^k g, not a sum: it does not scale the step).
 EFFECTIVE_LEARNING_RATE = {
     "sgd": "η",
     "momentum": "η/(1−γ)",
@@ -112,6 +116,19 @@ EFFECTIVE_LEARNING_RATE = {
     "adamw": "η",
     "lamb": "η",
     "lion": "η",
+}
+# The metaparameter that averages past gradients, the second axis of the analysis'
+# learning-rate figures, with its symbol: the paper's momentum gamma; the Adam family's
+# beta_1 (Lion's beta_1 mixes the gradient into its sign update, its beta_2 averages);
+# plain SGD has none. A paper database's other optimizer names read as momentum.
+MOMENTUM_PARAMETERS = {
+    "sgd": None,
+    "momentum": ("momentum", "γ"),
+    "nesterov_momentum": ("momentum", "γ"),
+    "adam": ("beta_1", "β₁"),
+    "adamw": ("beta_1", "β₁"),
+    "lamb": ("beta_1", "β₁"),
+    "lion": ("beta_1", "β₁"),
 }
 SCHEDULES = (
     "constant",
@@ -147,14 +164,24 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 BACKENDS = ("jax", "tensorflow")
 
 
-def effective_learning_rate(learning_rate, momentum=0.0):
-    """η/(1−γ), the paper's effective learning rate (Section 2.2).
+def momentum_parameter(optimizer: str | None) -> tuple[str, str] | None:
+    """(name, symbol) of ``optimizer``'s ``MOMENTUM_PARAMETERS``; momentum for a name
+    outside ``OPTIMIZERS`` (the paper's database spells some its own way)."""
+    return MOMENTUM_PARAMETERS.get(optimizer, MOMENTUM_PARAMETERS["momentum"])
+
+
+def effective_learning_rate(learning_rate, momentum=0.0, optimizer: str | None = None):
+    """The effective learning rate of ``optimizer`` (``EFFECTIVE_LEARNING_RATE``): η/(1−γ),
+    the paper's (Section 2.2), for the momentum optimizers, any optimizer not named
+    (None) and names outside ``OPTIMIZERS``; η for plain SGD and the Adam family.
 
     Missing momentum (None or NaN) is plain SGD (γ = 0); γ >= 1 gives NaN. Takes numbers
     (returns a float) or equal-length arrays / pandas Series (returns a float array)."""
     import numpy as np
 
     lr = np.asarray(learning_rate, dtype=float)
+    if EFFECTIVE_LEARNING_RATE.get(optimizer) == "η":
+        momentum = None
     gamma = np.nan_to_num(np.asarray(np.nan if momentum is None else momentum, dtype=float), nan=0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(gamma < 1.0, lr / (1.0 - gamma), np.nan)

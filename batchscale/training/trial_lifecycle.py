@@ -147,7 +147,8 @@ def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: i
     metadata = {
         "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
         "effective_learning_rate": effective_learning_rate(params["learning_rate"],
-                                                           params.get("momentum", 0.0)),
+                                                           params.get("momentum", 0.0),
+                                                           spec.workload.optimizer),
         "status": "INCOMPLETE",
         "steps": 0, "max_steps": max_steps, "backend": spec.backend,
         "precision": spec.workload.precision, "replicas": replicas, "trainer": trainer,

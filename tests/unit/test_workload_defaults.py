@@ -71,8 +71,9 @@ def test_no_defaults_means_the_fields_are_required():
      r"^workload\.options\.crop: unknown option for imagenet; allowed: image_size$"),
     ({"dataset": "imagenet", "model": "resnet_50", "options": {"image_size": 0}},
      r"^workload\.options\.image_size: 0 must be a positive integer$"),
-    ({"dataset": "mnist_5k", "model": "fc_8", "optimizer": "adam"},
-     r"^workload\.optimizer: unknown optimizer 'adam'; allowed: sgd, momentum, nesterov_momentum$"),
+    ({"dataset": "mnist_5k", "model": "fc_8", "optimizer": "adagrad"},
+     r"^workload\.optimizer: unknown optimizer 'adagrad'; allowed: sgd, momentum, nesterov_momentum, "
+     r"adam, adamw, lamb, lion$"),
 ])
 def test_bad_workloads_get_one_line(workload, message):
     raw = {**_minimal("x", "y"), "workload": workload}

@@ -1,8 +1,9 @@
 """The paper's Figures 9 and 13 in one: every trial in (learning rate η, 1 − momentum γ) space,
 one panel per batch size, with contours of constant η/(1−γ) and the searched range, so a best
 trial on a boundary (re-search needed) or on the edge of the divergent region is visible at a
-glance. SVG bytes (``plot_base``: sizes, fonts, plain-number log ticks); never fails on empty
-or degenerate tables.
+glance. An Adam-family study shows (η, 1 − β₁) instead (``core.names.momentum_parameter``),
+without contours: its effective learning rate is η itself. SVG bytes (``plot_base``: sizes,
+fonts, plain-number log ticks); never fails on empty or degenerate tables.
 
 Legibility: three panels a row (each 3.45 x 3 in, so the row fits the report's column at its
 own size), axis names shared by the grid, one legend in a free grid cell or under the panels.
@@ -19,6 +20,7 @@ from batchscale.analysis.figures.plot_base import FONT, drawing, log_axis, panel
 from batchscale.analysis.figures.plot_base import no_data as _no_data
 from batchscale.analysis.figures.plot_base import svg as _svg
 from batchscale.analysis.statistics.metaparameters import parameter_configs, reached_mask, trial_outcomes
+from batchscale.core.names import momentum_parameter
 
 OUTCOME_STYLE = {
     "reached": {"marker": "o", "facecolors": "tab:blue", "edgecolors": "tab:blue",
@@ -72,8 +74,9 @@ def _pick(batch_sizes: list, max_panels: int) -> list:
     return [batch_sizes[i] for i in index]
 
 
-def _best_point(rows: pd.DataFrame, summary: pd.DataFrame | None, batch_size):
-    """(learning rate, momentum) of the batch size's best trial, or None."""
+def _best_point(rows: pd.DataFrame, summary: pd.DataFrame | None, batch_size,
+                column: str = "momentum"):
+    """(learning rate, momentum: ``column``'s value) of the batch size's best trial, or None."""
     if summary is None or "best_trial" not in summary or "batch_size" not in summary:
         return None
     match = summary[summary["batch_size"] == batch_size]
@@ -83,7 +86,7 @@ def _best_point(rows: pd.DataFrame, summary: pd.DataFrame | None, batch_size):
     source = rows[rows["trial_id"] == best] if "trial_id" in rows else rows.iloc[:0]
     source = source if len(source) else match
     lr = _numbers(source, "learning_rate").iloc[0]
-    return lr, _numbers(source, "momentum", fill=0.0).iloc[0]
+    return lr, _numbers(source, column, fill=0.0).iloc[0]
 
 
 def _range(configs: dict, name: str):
@@ -114,11 +117,12 @@ def _contours(ax, level: float) -> None:
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.8, "alpha": 0.85})
 
 
-def _momentum_panel(ax, rows: pd.DataFrame, best, configs: dict) -> None:
-    """Trials in (η, 1−γ) log-log space: outcomes, best star, contours, searched box."""
-    lr, one_minus = _numbers(rows, "learning_rate"), 1.0 - _numbers(rows, "momentum", fill=0.0)
+def _momentum_panel(ax, rows: pd.DataFrame, best, configs: dict, column: str = "momentum") -> None:
+    """Trials in (η, 1−γ) log-log space: outcomes, best star, contours (η/(1−γ): momentum
+    only), searched box; ``column``: the momentum parameter (momentum, or beta_1)."""
+    lr, one_minus = _numbers(rows, "learning_rate"), 1.0 - _numbers(rows, column, fill=0.0)
     outcome = trial_outcomes(rows)
-    lr_range, m_range = _range(configs, "learning_rate"), _range(configs, "momentum")
+    lr_range, m_range = _range(configs, "learning_rate"), _range(configs, column)
     y_range = (1.0 - m_range[1], 1.0 - m_range[0]) if m_range else None
     ax.set_autoscale_on(False)  # limits are set below from data and searched range together
     ax.set_xscale("log")
@@ -140,7 +144,7 @@ def _momentum_panel(ax, rows: pd.DataFrame, best, configs: dict) -> None:
     else:
         effective = (lr / one_minus)[_positive(lr, one_minus)]
         level = 10 ** round(math.log10(float(np.median(effective)))) if len(effective) else None
-    if level:
+    if level and column == "momentum":
         _contours(ax, level)
     log_axis(ax, "x")
     log_axis(ax, "y")
@@ -188,8 +192,10 @@ def _strip_panel(ax, rows: pd.DataFrame, best, configs: dict) -> None:
 
 @drawing
 def lr_momentum_scatter(trials: pd.DataFrame, summary: pd.DataFrame | None,
-                        search_space: dict | None, title: str, max_panels: int = 12) -> bytes:
-    """Every trial in learning rate / momentum space, one panel per batch size.
+                        search_space: dict | None, title: str, max_panels: int = 12,
+                        optimizer: str | None = None) -> bytes:
+    """Every trial in learning rate / momentum space, one panel per batch size (for an
+    ``optimizer`` of the Adam family: learning rate / β₁, no contours; module doc).
 
     x = learning rate, y = 1 − momentum, both log (the paper's Figures 9 and 13). Filled
     blue: reached the goal; hollow grey: did not (complete or incomplete); hollow orange
@@ -211,12 +217,16 @@ def lr_momentum_scatter(trials: pd.DataFrame, summary: pd.DataFrame | None,
     spare = columns * grid_rows - len(chosen) if chosen else 0
     height = PANEL_IN[1] * grid_rows + 0.7
     plt, fig, axes = panels(grid_rows, columns, PANEL_IN[0] * columns + 0.5, height)
-    momentum_study = bool((_numbers(trials, "momentum", fill=0.0) != 0).any())
+    column, symbol = momentum_parameter(optimizer) or ("momentum", "γ")
+    momentum_study = bool((_numbers(trials, column, fill=0.0) != 0).any())
     for ax, batch_size in zip(axes, chosen):
         rows = trials[trials["batch_size"] == batch_size] if len(trials) else trials
-        best = _best_point(rows, summary, batch_size)
+        best = _best_point(rows, summary, batch_size, column)
         configs = parameter_configs(search_space, batch_size)
-        (_momentum_panel if momentum_study else _strip_panel)(ax, rows, best, configs)
+        if momentum_study:
+            _momentum_panel(ax, rows, best, configs, column)
+        else:
+            _strip_panel(ax, rows, best, configs)
         complete = int((rows["status"] == "COMPLETE").sum()) if "status" in rows else 0
         reached = int(reached_mask(rows).sum()) if "status" in rows else 0
         early = int((trial_outcomes(rows) == "stopped early").sum()) if len(rows) else 0
@@ -232,8 +242,10 @@ def lr_momentum_scatter(trials: pd.DataFrame, summary: pd.DataFrame | None,
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     rect = _legend(fig, axes, handles, len(chosen), spare)
-    fig.supxlabel("learning rate η" + ("" if momentum_study else " (plain SGD)"))
-    fig.supylabel("1 − momentum γ" if momentum_study else "outcome")
+    plain_sgd = column == "momentum" and not momentum_study
+    fig.supxlabel("learning rate η" + (" (plain SGD)" if plain_sgd else ""))
+    word = "momentum γ" if column == "momentum" else symbol
+    fig.supylabel(f"1 − {word}" if momentum_study else "outcome")
     fig.suptitle(title)
     return _svg(plt, fig, rect)
 

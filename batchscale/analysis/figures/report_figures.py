@@ -12,6 +12,7 @@ import pandas as pd
 from batchscale.analysis.figures import plots, plots_metaparameters, plots_time
 from batchscale.analysis.reading.censoring import protocol_label
 from batchscale.analysis.reading.study_reader import Study
+from batchscale.core.names import EFFECTIVE_LEARNING_RATE, momentum_parameter
 from batchscale.core.protocols import StoppingProtocol
 
 CENSORED_CAPTION = ("; hollow: censored by early stopping (a trial there stopped before the "
@@ -45,18 +46,22 @@ def report_figures(study: Study, steps, val, fits, budgets, optimal, trials,
                                   protocol=protocol_label(protocols) or None),
                 f"Best validation {primary.metric} reached within each {kind[:-1]} budget, "
                 "over all counted trials (Figure 11)" + (CENSORED_CAPTION if hollow else "."))
+    momentum, effective = parameter_words(study.optimizer)
     out["optimal_metaparameters.svg"] = (
-        plots_metaparameters.optimal_metaparameters_plot(optimal, f"{study.name}: {primary.label}"),
-        "The best trial's learning rate, momentum and effective learning rate η/(1−γ) at each "
-        "batch size, with linear and square-root scaling heuristics from the smallest batch "
+        plots_metaparameters.optimal_metaparameters_plot(optimal, f"{study.name}: {primary.label}",
+                                                         study.optimizer),
+        f"The best trial's learning rate, {momentum} and effective learning rate {effective} at "
+        "each batch size, with linear and square-root scaling heuristics from the smallest batch "
         "size (Figures 8, 21, 22).")
+    contours = "dashed lines of constant effective learning rate; " if "γ" in effective else ""
     out["lr_momentum.svg"] = (
         plots_metaparameters.lr_momentum_scatter(trials, val[primary.label], study.search_space,
-                                                 f"{study.name}: {primary.label}"),
-        "Every trial's learning rate and 1 − momentum per batch size (panel title: how many "
+                                                 f"{study.name}: {primary.label}",
+                                                 optimizer=study.optimizer),
+        f"Every trial's learning rate and 1 − {momentum} per batch size (panel title: how many "
         "of its complete trials reached the goal): goal reached, not reached, stopped early "
-        "(by the protocol, before it could), infeasible; dashed lines of constant effective "
-        "learning rate; star: the best trial (Figures 9, 13).")
+        f"(by the protocol, before it could), infeasible; {contours}star: the best trial "
+        "(Figures 9, 13).")
     curves = _best_curves(study, val[primary.label])
     if curves:
         out["best_trial_curves.svg"] = (
@@ -64,6 +69,14 @@ def report_figures(study: Study, steps, val, fits, budgets, optimal, trials,
                                          f"best trial per batch size ({primary.label})"),
             "Validation metric of each batch size's best trial against step.")
     return out
+
+
+def parameter_words(optimizer: str | None) -> tuple[str, str]:
+    """How the report names ``optimizer``'s momentum parameter and effective learning rate:
+    ("momentum", "η/(1−γ)") for the paper's; ("β₁", "η") for the Adam family."""
+    column, symbol = momentum_parameter(optimizer) or ("momentum", "γ")
+    return ("momentum" if column == "momentum" else symbol,
+            EFFECTIVE_LEARNING_RATE.get(optimizer, "η/(1−γ)"))
 
 
 TIME_FIGURES = ("time_to_result.svg", "cost_to_result.svg")

@@ -13,7 +13,6 @@ from batchscale.analysis.pages import html as h
 from batchscale.analysis.pages.answer_box import answer_section
 from batchscale.analysis.pages.protocol_pages import early_stopping_section, rounds_section
 from batchscale.analysis.pages.report_sections import (
-    STEP_COLUMNS,
     counts_section,
     damaged_section,
     figures_section,
@@ -22,6 +21,7 @@ from batchscale.analysis.pages.report_sections import (
     methods_section,
     regimes_section,
     search_space_section,
+    step_columns,
     steps_sections,
     unfinished_section,
 )
@@ -62,7 +62,7 @@ def report_markdown(analysis: Analysis) -> str:
 def format_table(summary: pd.DataFrame) -> str:
     """A plain-text table per goal and split, for the terminal (a steps_to_result.csv
     written before a column existed shows without it)."""
-    columns = [c for c in STEP_COLUMNS if c in summary]
+    columns = step_columns(summary)
     if "censored" in summary:
         summary = summary.assign(censored=summary["censored"].fillna(""))
     return "\n".join(line for (goal, split), group in summary.groupby(["goal", "split"], sort=False)

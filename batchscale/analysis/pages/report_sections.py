@@ -37,12 +37,14 @@ from batchscale.analysis.reading.study_files import REMEDY, damaged_line
 from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.analysis.statistics.regimes import RegimeFit
 from batchscale.analysis.statistics.study_analysis import Analysis
+from batchscale.core.names import EFFECTIVE_LEARNING_RATE
 
 DAMAGED_TITLE = "Damaged or unreadable files"
 
 STEP_COLUMNS = ["batch_size", "steps_to_result", "censored", "examples_to_result", "reached",
                 "complete", "infeasible", "best_trial", "learning_rate", "momentum",
                 "effective_learning_rate"]
+OWN_COLUMNS = ("beta_1", "beta_2", "epsilon", "weight_decay")  # the Adam family's, in momentum's place
 
 METHODS = (
     "Steps to result: per batch size, the earliest evaluation step at which any counted trial "
@@ -88,10 +90,31 @@ def _level(analysis: Analysis) -> tuple[float, int]:
     return (fitted[0].level, fitted[0].resamples) if fitted else (0.95, 0)
 
 
+def step_columns(summary: pd.DataFrame) -> list[str]:
+    """``STEP_COLUMNS`` as a steps table of this study has them: an Adam-family study's
+    own metaparameters (``steps.optimizer_columns``) in momentum's place."""
+    own = [c for c in OWN_COLUMNS if c in summary]
+    columns = [c for n in STEP_COLUMNS for c in (own if own and n == "momentum" else [n])]
+    return [c for c in columns if c in summary]
+
+
+def effective_text(optimizer: str | None) -> str:
+    """The methods' sentence saying which effective learning rate the report shows."""
+    symbol = EFFECTIVE_LEARNING_RATE.get(optimizer, "η/(1−γ)")
+    if symbol != "η":
+        return ("Effective learning rate: η/(1−γ), the paper's (Section 2.2): the step a momentum "
+                "optimizer settles to under a constant gradient.")
+    if optimizer == "sgd":
+        return "Effective learning rate: η itself (plain SGD, γ = 0)."
+    return (f"Effective learning rate: η itself, for {optimizer} as for the Adam family: its first "
+            "moment is an average, (1 − β₁) Σ β₁^k g, not momentum's sum, so it does not scale "
+            "the step by 1/(1 − β₁); β₁ is shown where a momentum study shows γ.")
+
+
 def _methods(analysis: Analysis, level: float, resamples: int) -> str:
     text = METHODS.format(counted="/".join(analysis.study.counted), level=level,
                           resamples=resamples)
-    return f"{text} {protocol_methods(analysis)}".strip()
+    return f"{text} {effective_text(analysis.study.optimizer)} {protocol_methods(analysis)}".strip()
 
 
 def _stopped_at(analysis: Analysis) -> str:
@@ -185,7 +208,8 @@ def steps_sections(analysis: Analysis) -> list[Section]:
     for split, title in (("val", "validation"), ("train", "training")):
         groups = steps[steps["split"] == split].groupby("goal", sort=False)
         out += [Section(f"steps-{split}-{k}", f"Steps to result ({title}): {goal}",
-                        [Table(group, STEP_COLUMNS)]) for k, (goal, group) in enumerate(groups, 1)]
+                        [Table(group, step_columns(group))])
+                for k, (goal, group) in enumerate(groups, 1)]
     return out
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from batchscale.analysis.reading.censoring import stop_table, trial_censoring
 from batchscale.analysis.reading.study_reader import KEYS, Study
 from batchscale.analysis.statistics.steps import first_crossings
-from batchscale.core.names import METRIC_SPLITS, effective_learning_rate
+from batchscale.core.names import ADAM_FAMILY, METRIC_SPLITS, effective_learning_rate
 
 GOAL_STEPS_FILE = "goal_steps.csv"  # in the report folder, <study>/report/
 GOAL_STEP_COLUMNS = ["batch_size", "trial_id", "status", "goal", "metric", "value", "direction",
@@ -30,7 +30,9 @@ def goal_steps_table(study: Study) -> pd.DataFrame:
     """One row per (trial, goal, split), trials in (batch size, id) order: status, the goal,
     the step (NaN if never reached), the steps the trial ran, why it stopped, whether it is
     censored for the goal (stopped early before beating it), its learning rate, momentum
-    (0 without one), effective learning rate η/(1−γ) and all its metaparameters as a dict."""
+    (0 without one; NaN for the Adam family, which has none), effective learning rate (the
+    optimizer's: η/(1−γ) for momentum, η for SGD and the Adam family) and all its
+    metaparameters as a dict (beta_1, ... for the Adam family)."""
     trials = study.trials
     stops = stop_table(study)
     hits = []
@@ -47,8 +49,10 @@ def goal_steps_table(study: Study) -> pd.DataFrame:
     info = trials[[*KEYS, "status"]].assign(
         steps_run=trials["steps"], stop_reason=stops["stop_reason"].to_numpy(),
         learning_rate=_column(trials, "learning_rate", math.nan),
-        momentum=_column(trials, "momentum", 0.0), parameters=_parameters(trials, study.metaparameters))
-    info["effective_learning_rate"] = effective_learning_rate(info["learning_rate"], info["momentum"])
+        momentum=_column(trials, "momentum", math.nan if study.optimizer in ADAM_FAMILY else 0.0),
+        parameters=_parameters(trials, study.metaparameters))
+    info["effective_learning_rate"] = effective_learning_rate(info["learning_rate"], info["momentum"],
+                                                              study.optimizer)
     table = info.merge(pd.concat(hits, ignore_index=True), on=KEYS)
     return table.sort_values([*KEYS, "_order"], ignore_index=True)[GOAL_STEP_COLUMNS]
 

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from batchscale.core.edges import edge_margin, search_edge
-from batchscale.core.names import effective_learning_rate
+from batchscale.core.names import ADAM_FAMILY, ALL_OPTIMIZER_PARAMETERS, effective_learning_rate
 
 HEURISTIC_PARAMETERS = ("learning_rate", "effective_learning_rate")
 OPTIMAL_COLUMNS = [
@@ -42,11 +42,13 @@ def _missing(value) -> bool:
     return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
 
 
-def optimal_metaparameters(summary: pd.DataFrame) -> pd.DataFrame:
+def optimal_metaparameters(summary: pd.DataFrame, optimizer: str | None = None) -> pd.DataFrame:
     """The best trial's metaparameters per batch size, with the scaling heuristics.
 
-    Only batch sizes with a best trial appear. Momentum is 0 where missing (plain SGD) and
-    the effective learning rate is recomputed from learning rate and momentum. The
+    Only batch sizes with a best trial appear. Momentum is 0 where missing (plain SGD;
+    NaN for the Adam family, which has none, and whose own metaparameters the summary
+    carries, ``steps.optimizer_columns``, follow it) and the effective learning rate is
+    recomputed, ``optimizer``'s (η/(1−γ) for momentum and ``None``, η otherwise). The
     heuristics are anchored at the smallest such batch size B0 with value p0:
     ``linear_<p> = p0·B/B0`` and ``sqrt_<p> = p0·sqrt(B/B0)`` for the learning rate and
     the effective learning rate (the two rules of thumb Figures 8 and 21 test).
@@ -64,15 +66,21 @@ def optimal_metaparameters(summary: pd.DataFrame) -> pd.DataFrame:
     for column in ("best_trial", "steps_to_result"):
         out[column] = rows[column].to_numpy() if column in rows else np.nan
     out["learning_rate"] = pd.to_numeric(rows["learning_rate"], errors="coerce").to_numpy(float)
-    momentum = rows["momentum"] if "momentum" in rows else pd.Series(0.0, index=rows.index)
-    out["momentum"] = pd.to_numeric(momentum, errors="coerce").fillna(0.0).to_numpy(float)
-    out["effective_learning_rate"] = effective_learning_rate(out["learning_rate"], out["momentum"])
+    none = math.nan if optimizer in ADAM_FAMILY else 0.0
+    momentum = rows["momentum"] if "momentum" in rows else pd.Series(none, index=rows.index)
+    out["momentum"] = pd.to_numeric(momentum, errors="coerce").fillna(none).to_numpy(float)
+    out["effective_learning_rate"] = effective_learning_rate(out["learning_rate"], out["momentum"],
+                                                             optimizer)
+    own = [n for n in ALL_OPTIMIZER_PARAMETERS if n != "momentum" and n in rows]
     ratio = out["batch_size"] / out["batch_size"].iloc[0] if len(out) else out["batch_size"]
     for p in HEURISTIC_PARAMETERS:
         p0 = out[p].iloc[0] if len(out) else math.nan
         out[f"linear_{p}"] = p0 * ratio
         out[f"sqrt_{p}"] = p0 * np.sqrt(ratio)
-    return out[OPTIMAL_COLUMNS].reset_index(drop=True)
+    for name in own:
+        out[name] = pd.to_numeric(rows[name], errors="coerce").to_numpy(float)
+    columns = [*OPTIMAL_COLUMNS[:5], *own, *OPTIMAL_COLUMNS[5:]]  # after momentum
+    return out[columns].reset_index(drop=True)
 
 
 def _status(trials: pd.DataFrame) -> pd.Series:

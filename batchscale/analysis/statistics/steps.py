@@ -24,15 +24,25 @@ import pandas as pd
 
 from batchscale.analysis.reading.censoring import budget_censored, qualifiers, stop_table
 from batchscale.core.goals import Goal
+from batchscale.core.names import ADAM_FAMILY, OPTIMIZER_PARAMETERS, effective_learning_rate
 from batchscale.core.names import METRIC_SPLITS as SPLITS
-from batchscale.core.names import effective_learning_rate
 
 SUMMARY_COLUMNS = [
     "goal", "split", "batch_size", "trials", "complete", "incomplete", "infeasible", "reached",
     "steps_to_result", "examples_to_result", "best_trial", "learning_rate", "momentum",
     "effective_learning_rate", "censored", "stopped_early",
 ]
+# then, for an optimizer of the Adam family, the best trial's own metaparameters
+# (``optimizer_columns``: beta_1, ... as its trials hold them); its momentum is NaN (none)
 BUDGET_COLUMNS = ["kind", "budget", "batch_size", "best_value", "trial_id", "step", "censored"]
+
+
+def optimizer_columns(study) -> list[str]:
+    """The metaparameters besides learning rate and momentum that the study's optimizer
+    reads and its trials hold (searched or fixed): the Adam family's beta_1, beta_2,
+    epsilon, weight_decay; none for the paper's optimizers, whose tables stay as they were."""
+    names = [n for n in OPTIMIZER_PARAMETERS.get(study.optimizer, ()) if n != "momentum"]
+    return [n for n in names if n in study.trials]
 
 
 def goal_column(goal: Goal, split: str) -> str:
@@ -82,6 +92,7 @@ def steps_to_result(study, goal: Goal, split: str = "val", step_budget=None,
     first = good.groupby("batch_size").head(1).set_index("batch_size")
     reached = good.groupby("batch_size")["trial_id"].nunique()
     params = study.trials.set_index(["batch_size", "trial_id"])
+    own = optimizer_columns(study)
     records = []
     for batch_size, group in study.trials.groupby("batch_size", sort=True):
         status = group["status"]
@@ -91,30 +102,40 @@ def steps_to_result(study, goal: Goal, split: str = "val", step_budget=None,
                "infeasible": int((status == "INFEASIBLE").sum()),
                "reached": int(reached.get(batch_size, 0)), "steps_to_result": math.nan,
                "examples_to_result": math.nan, "best_trial": None, "learning_rate": math.nan,
-               "momentum": math.nan, "effective_learning_rate": math.nan}
+               "momentum": math.nan, "effective_learning_rate": math.nan,
+               **dict.fromkeys(own, math.nan)}
         if batch_size in first.index:
             best = first.loc[batch_size]
             trial_id = int(best["trial_id"])
-            lr, momentum = _metaparameters(params, batch_size, trial_id)
+            lr, momentum = _metaparameters(params, batch_size, trial_id, study.optimizer)
             row.update(steps_to_result=int(best["step"]),
                        examples_to_result=int(best["step"]) * int(batch_size), best_trial=trial_id,
                        learning_rate=lr, momentum=momentum,
-                       effective_learning_rate=effective_learning_rate(lr, momentum))
+                       effective_learning_rate=effective_learning_rate(lr, momentum, study.optimizer),
+                       **{n: _number(params.loc[(batch_size, trial_id)], n) for n in own})
         records.append(row)
     found = {r["batch_size"]: r["steps_to_result"] for r in records}
     marks = qualifiers(study, goal, split, found, step_budget=step_budget,
                        example_budget=example_budget)
     for row in records:
         row["censored"], row["stopped_early"] = marks.get(row["batch_size"], ("", 0))
-    return pd.DataFrame.from_records(records, columns=SUMMARY_COLUMNS)
+    return pd.DataFrame.from_records(records, columns=[*SUMMARY_COLUMNS, *own])
 
 
-def _metaparameters(params: pd.DataFrame, batch_size: int, trial_id: int) -> tuple[float, float]:
+def _metaparameters(params: pd.DataFrame, batch_size: int, trial_id: int,
+                    optimizer: str) -> tuple[float, float]:
+    """The best trial's learning rate and momentum: 0 where missing (plain SGD), NaN for
+    the Adam family (no momentum)."""
     row = params.loc[(batch_size, trial_id)]
-    lr = row["learning_rate"] if "learning_rate" in row else math.nan
-    lr = math.nan if pd.isna(lr) else float(lr)
-    momentum = row["momentum"] if "momentum" in row else 0.0
-    return lr, 0.0 if pd.isna(momentum) else float(momentum)
+    lr = _number(row, "learning_rate")
+    none = math.nan if optimizer in ADAM_FAMILY else 0.0
+    momentum = row["momentum"] if "momentum" in row else none
+    return lr, none if pd.isna(momentum) else float(momentum)
+
+
+def _number(row: pd.Series, name: str) -> float:
+    value = row[name] if name in row else math.nan
+    return math.nan if pd.isna(value) else float(value)
 
 
 def all_steps_to_result(study, splits=SPLITS) -> pd.DataFrame:
