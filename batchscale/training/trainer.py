@@ -1,4 +1,4 @@
-"""Train one trial with Keras ``fit`` (the fit engine): the paper's optimizer and schedule,
+"""Train one trial with Keras ``fit`` (the fit engine): the study's optimizer and schedule,
 evaluation on a geometric grid, stopped by the one stopping rule (``stop_rule``),
 divergence recorded as data (status INFEASIBLE). What the trial writes to the store, and
 when, is its ``trial_lifecycle.TrialLife``'s, the same as under the pack engine

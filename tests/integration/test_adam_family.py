@@ -160,3 +160,32 @@ def test_optimizer_settings_refused_or_defaulted():
     assert opt.settings == {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-6, "weight_decay": 0.01}
     restored = type(opt).from_config(opt.get_config())
     assert (restored.rule, restored.settings) == ("lamb", opt.settings)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "nesterov_momentum"])
+def test_a_pack_resumed_from_its_checkpoint_arrays_trains_on_identically(optimizer):
+    """Six steps in one chunk equal three, a round trip through each trial's checkpoint
+    arrays (``StackedState.trial`` -> ``stack_trials``: the slots as ``m/<i>``, ``v/<i>``;
+    momentum's ``velocity/<i>`` as before), and three more from step 3: the bias
+    corrections read the pack's step, which the checkpoint keeps."""
+    x, y, order = _data()
+    trials = TRIALS["adamw"] if optimizer == "adamw" else [
+        {"learning_rate": p["learning_rate"], "momentum": 0.9} for p in TRIALS["adamw"]]
+    model = _model()
+    step_fn = PackStep(model, "linear", optimizer, True, CLASSES)
+    keys = (*SCHEDULE_PARAMETERS["linear"], *SCHEDULE_OPTIONAL_PARAMETERS["linear"])
+    hyper = stack_hyper([_params(p) for p in trials], keys, optimizer)
+    indices = np.repeat(order[:, None, :], len(trials), axis=1)  # (steps, trials, batch)
+    fresh = [initial_arrays(model, SLOTS[optimizer])] * len(trials)
+
+    whole, _ = step_fn.run_chunk(stack_trials(fresh, SLOTS[optimizer]), hyper, indices, 0, x, y)
+    half, _ = step_fn.run_chunk(stack_trials(fresh, SLOTS[optimizer]), hyper, indices[:3], 0, x, y)
+    saved = [half.trial(position) for position in range(len(trials))]
+    assert {key.split("/")[0] for key in saved[0]} == {"trainable", *SLOTS[optimizer]}  # no
+    # non-trainable variables in this model
+    resumed, _ = step_fn.run_chunk(stack_trials(saved, SLOTS[optimizer]), hyper, indices[3:], 3, x, y)
+    for position in range(len(trials)):
+        a, b = whole.trial(position), resumed.trial(position)
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
