@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from batchscale.core.names import momentum_parameter
 from batchscale.core.prices import device_price
 from batchscale.core.spec import StudySpec
 from batchscale.planning.estimate import StudyEstimate, estimate_study
@@ -70,12 +71,13 @@ class Plan:
                + "".join(f" step {s:,}: {b:.3g};" for s, b in _sampled(n.trajectory)),
                f"probe runs at batch size {self.probe.batch_size} (constant learning rate, "
                f"goal {spec.goals[0].label}):"]
+        second = (momentum_parameter(spec.workload.optimizer) or ("momentum",))[0]  # or beta_1
         for run in self.probe.runs:
             p = run.parameters
             what = ("diverged" if run.diverged else f"goal at step {run.crossing:,}"
                     if run.crossing is not None else f"no goal in {run.to_dict()['steps']:,} steps")
             out.append(f"  learning_rate {p['learning_rate']:.3g}"
-                       + (f", momentum {p['momentum']:.3g}" if "momentum" in p else "") + f": {what}")
+                       + (f", {second} {p[second]:.3g}" if second in p else "") + f": {what}")
         out.append("proposed batch sizes (powers of 2 around the predicted knee): "
                    + " ".join(map(str, self.grid)))
         out.append(f"the spec's batch sizes: {' '.join(map(str, spec.batch_sizes))}")
