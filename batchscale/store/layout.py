@@ -156,12 +156,16 @@ class StudyStore:
         return self.fs.exists(f"datasets/{name}/info.json")
 
     def write_dataset(self, name: str, splits: dict, info: dict) -> None:
-        """Write every split, then info.json last: its presence marks a complete cache."""
+        """Write every split, then info.json last: its presence marks a complete cache.
+        info.json records each split file's sha256 (``"sha256": {"train.npz": ...}``)."""
+        digests = {}
         for split, (images, labels) in splits.items():
             buffer = io.BytesIO()
             np.savez(buffer, x=images, y=labels)
-            self.fs.write_bytes(f"datasets/{name}/{split}.npz", buffer.getvalue())
-        self.write_dataset_info(name, info)
+            data = buffer.getvalue()
+            digests[f"{split}.npz"] = hashlib.sha256(data).hexdigest()
+            self.fs.write_bytes(f"datasets/{name}/{split}.npz", data)
+        self.write_dataset_info(name, {**info, "sha256": digests})
 
     def write_dataset_info(self, name: str, info: dict) -> None:
         self.fs.write_text(f"datasets/{name}/info.json", json.dumps(info, indent=2))

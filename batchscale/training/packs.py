@@ -95,11 +95,10 @@ def _wait_for_others(trials: list[TrialSpec], leases: TrialLeases, log, stop) ->
 def _train(spec: StudySpec, trials: list[TrialSpec], store, log, stop,
            width: int | None) -> list[dict]:
     from batchscale.training.keras_setup import select_backend
-    from batchscale.workloads import get_dataset
-    from batchscale.workloads.dataset_registry import open_pipeline
+    from batchscale.workloads.dataset_registry import dataset_for, open_pipeline
 
     select_backend(spec.backend)
-    pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
+    pipeline = open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
     if vmappable(spec, pipeline, trials[0].batch_size):
         from batchscale.training.pack_loop import train_together
         from batchscale.training.step_timing import profile_pack

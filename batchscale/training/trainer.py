@@ -31,9 +31,9 @@ from batchscale.training.trial_lifecycle import (
     finished_trial,
     trial_metadata,
 )
-from batchscale.workloads import build_model, get_dataset
+from batchscale.workloads import build_model
 from batchscale.workloads.data_order import EpochPermutations
-from batchscale.workloads.dataset_registry import open_pipeline
+from batchscale.workloads.dataset_registry import dataset_for, open_pipeline
 
 CHUNK_SECONDS = 2.0  # about how long one fit call trains: how soon a stop is noticed
 
@@ -71,7 +71,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
     from batchscale.training.optimizer import make_optimizer
     from batchscale.training.schedules import make_keras_schedule
 
-    pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
+    pipeline = open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
     seed = trial_seed(spec, trial)
     max_steps = spec.max_steps[trial.batch_size]
     params = resolve_parameters(trial.parameters, max_steps)

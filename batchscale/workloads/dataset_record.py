@@ -6,6 +6,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from batchscale.core.names import DATA_SPLITS, TASK_METRICS
+from batchscale.core.spec import DataFiles
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class DatasetInfo:
     pixel_max: float = 255.0
     options: dict = field(default_factory=dict)
     notes: str = ""
+    # A user's own data set: its ``core.spec.DataFiles``, which the loader is given (with
+    # the task) instead of nothing (``batchscale.workloads.data_files``).
+    files: DataFiles | None = None
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -52,7 +56,8 @@ class DatasetInfo:
         consistency is checked (images and labels pair up, no split empty); the arrays
         keep the mock's own sizes, never padded or cut to look like the paper's.
         """
-        splits = dict(self.function(self.loader)())
+        loader = self.function(self.loader)
+        splits = dict(loader(self.files, self.task) if self.files is not None else loader())
         mock = bool(splits.pop("mock", False))
         for split in DATA_SPLITS:
             images, labels = splits[split]

@@ -68,4 +68,4 @@ def open_pipeline(store, info: DatasetInfo, options: dict | None = None):
     if info.pipeline:
         return info.function(info.pipeline)(store, info, stored, options)
     return ArrayPipeline(ArrayPipeline.read_splits(store, info.name),
-                         stored.get("num_classes", info.num_classes), info.pixel_max)
+                         stored.get("num_classes", info.num_classes), info.pixel_max, info.task)
