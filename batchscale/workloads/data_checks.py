@@ -56,7 +56,8 @@ def check_targets_form(where: str, name: str, shape: tuple, dtype, examples: int
         refuse(where, f"{inputs} has {examples} examples but {name} has "
                f"{shape[0] if shape else 'no'} rows", "one target per example")
     if dtype.hasobject and task != "classification":
-        refuse(where, f"{name} is an object array (ragged, or Python objects)", NUMERIC)
+        refuse(where, f"{name} holds non-numeric values (an object array: strings, ragged rows "
+               "or Python objects)", NUMERIC)
     if task == "classification":
         if len(shape) != 1:
             refuse(where, f"{name} has shape {tuple(shape)}", f"{CLASS_LABELS}: shape (examples,)")
@@ -80,11 +81,12 @@ def check_finite(where: str, name: str, values: np.ndarray) -> None:
     float32 that training uses: 1e39 is finite in float64 and infinite in float32)."""
     if values.dtype.kind != "f":
         return
-    bad = ~np.isfinite(values.astype(np.float32, copy=False))
+    with np.errstate(over="ignore"):
+        bad = ~np.isfinite(values.astype(np.float32, copy=False))
     if bad.any():
         row = int(np.argwhere(bad)[0][0])
         kind = "NaN" if np.isnan(values.reshape(len(values), -1)[row]).any() else "an infinite value"
-        refuse(where, f"{name} holds {kind} in row {row} ({int(bad.sum())} non-finite values "
+        refuse(where, f"{name} holds {kind} in row {row} ({int(bad.sum())} non-finite value(s) "
                "in all, after conversion to float32)", "finite numbers (drop or fill missing values)")
 
 

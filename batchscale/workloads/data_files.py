@@ -120,7 +120,7 @@ def load_splits(files, task: str) -> dict:
         loaded, names = image_arrays(source), ("images ({})", "labels ({})")
     else:
         loaded = table_arrays(source, files.format, files.label, task)
-        names = ("the feature columns ({})", f"column {files.label!r} ({{}})")
+        names = ("the feature table", f"column {files.label!r}")
     return finish(files, task, loaded, names)
 
 
@@ -179,8 +179,9 @@ def source_digest(files) -> str:
 
 def _check_task_format(files, task: str) -> None:
     if files.format not in TASK_FORMATS[task]:
-        refuse(files.path, f"{task.replace('_', ' ')} data from {files.format} files is not "
-               "supported yet", f"{task} data as {' or '.join(TASK_FORMATS[task])}")
+        given = "an images folder" if files.format == "images" else f"{files.format} files"
+        refuse(files.path, f"{task.replace('_', ' ')} data from {given} is not supported yet",
+               f"{task} data as {' or '.join(TASK_FORMATS[task])}")
 
 
 def _targets(where: str, task: str, splits: dict, y_names: str, classes, record: dict) -> dict:

@@ -178,7 +178,7 @@ def table_arrays(source: Source, fmt: str, label: str, task: str) -> Loaded:
     frame = _read_table(source, fmt, data)
     _check_columns(source.url, {c: frame[c].dtype for c in frame.columns}, label)
     features = [c for c in frame.columns if c != label]
-    x = frame[features].to_numpy()
+    x = frame[features].to_numpy(dtype=np.float64)  # booleans as 0/1
     return Loaded({"train": (x, frame[label].to_numpy())}, hashlib.sha256(data).hexdigest())
 
 
@@ -224,7 +224,7 @@ def _check_columns(where: str, dtypes: dict, label: str) -> None:
         refuse(where, f"has no label column {label!r} (columns: {', '.join(map(str, dtypes))})",
                "the label column's name in workload.dataset.label (default 'label')")
     for name, dtype in dtypes.items():
-        if name != label and np.dtype(dtype).kind not in "biuf":
+        if name != label and getattr(dtype, "kind", "O") not in "biuf":  # pandas' str: "O"
             refuse(where, f"feature column {name!r} is not numeric ({dtype})",
                    "numeric feature columns (encode categories as numbers first)")
 
@@ -298,7 +298,8 @@ def _open_image(where: str, path: str, f, header_only: bool):
         image.load()
         return image
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
-        refuse(where, f"{path} is not an image Pillow can read ({_one_line(err)})",
+        why = "not a format Pillow knows" if isinstance(err, UnidentifiedImageError) else _one_line(err)
+        refuse(where, f"{path} is not an image Pillow can read ({why})",
                f"images ({', '.join(IMAGE_SUFFIXES)})")
 
 
