@@ -85,9 +85,9 @@ def describe(files, task: str) -> DatasetInfo:
                                                             else ()))
     needed = inputs * math.prod(facts.input_shape) * 4
     if needed > IN_MEMORY_BYTES:
-        refuse(files.path, f"its inputs take {needed / 2**30:.1f} GiB as float32, more than the "
-               f"{IN_MEMORY_BYTES / 2**30:.0f} GiB a trial holds in memory (streaming files is not "
-               "supported yet)", "a data set whose float32 inputs fit in 1 GiB")
+        refuse(files.path, f"its inputs take {_size(needed)} as float32, more than the "
+               f"{_size(IN_MEMORY_BYTES)} a trial holds in memory (streaming files is not "
+               f"supported yet)", f"a data set whose float32 inputs fit in {_size(IN_MEMORY_BYTES)}")
     images = facts.input_dtype == np.uint8
     lm = task == "language_model"
     return DatasetInfo(
@@ -227,6 +227,13 @@ def _scaling(dtype, task: str) -> str:
     if np.dtype(dtype) == np.uint8:
         return "x / 255 (uint8 inputs, stored as uint8)"
     return "none (inputs stored and trained as float32)"
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _outputs(task: str, facts: Facts) -> int:

@@ -198,3 +198,14 @@ def test_a_study_spec_takes_its_sizes_from_the_files(tmp_path):
     with pytest.raises(SpecError, match="batch_sizes: 64 exceeds the 45 training examples"):
         parse_spec(raw)
     assert not (tmp_path / "store").exists()
+
+
+def test_data_larger_than_memory_is_refused_in_one_line(tmp_path, monkeypatch):
+    from batchscale.workloads import data_files
+
+    np.savez(tmp_path / "big.npz", x_train=np.ones((100, 8), np.uint8), y_train=np.arange(100) % 2)
+    monkeypatch.setattr(data_files, "IN_MEMORY_BYTES", 3000)  # 100 x 8 float32 = 3200 bytes
+    refused = r"big\.npz: its inputs take 3\.1 KiB as float32, more than the 2\.9 KiB"
+    with pytest.raises(SpecError, match=refused) as err:
+        describe(DataFiles(str(tmp_path / "big.npz"), "npz"), "classification")
+    assert "\n" not in str(err.value) and "not supported yet" in str(err.value)
