@@ -44,12 +44,10 @@ from batchscale.workloads.data_checks import (
     encode_labels,
     refuse,
 )
+from batchscale.workloads.data_images import image_arrays, image_facts, image_listing
 from batchscale.workloads.data_readers import (
     Facts,
     Loaded,
-    image_arrays,
-    image_facts,
-    image_listing,
     npz_arrays,
     npz_facts,
     open_files,

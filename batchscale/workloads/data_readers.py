@@ -1,6 +1,6 @@
 """Readers of a user's data files, one pair per format: ``*_facts`` reads only what
-validation needs (an npz member's header, a Parquet footer, one image's header, plus the
-training labels for the classes), ``*_arrays`` reads everything for preparation.
+validation needs (an npz member's header, a Parquet footer, plus the training labels for
+the classes), ``*_arrays`` reads everything for preparation (images: ``data_images``).
 
 Both return the splits the files hold, by name; ``data_files`` carves what is missing and
 runs the content checks (``data_checks``). Heavy libraries (pandas, pyarrow, Pillow) are
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,17 +21,14 @@ from batchscale.core.names import DATA_SPLITS
 from batchscale.store.npz_files import read_npz
 from batchscale.workloads.data_checks import (
     check_inputs_form,
-    check_same_size,
     check_targets_form,
     class_names,
     refuse,
 )
-from batchscale.workloads.data_sources import Source, folder_digest, open_source
+from batchscale.workloads.data_sources import Source, open_source
 
 NPZ_KEYS = tuple(f"{part}_{split}" for split in DATA_SPLITS for part in ("x", "y"))
 NPZ_ALLOWED = "x_train, y_train and optionally x_validation, y_validation, x_test, y_test"
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
-GRAY_MODES = ("1", "L", "LA", "I", "I;16", "F")  # a first image in these: 1 channel, else RGB
 
 
 @dataclass
@@ -58,7 +54,7 @@ class Loaded:
     notes: dict = field(default_factory=dict)
 
 
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
     return " ".join(str(err).split())[:200] or type(err).__name__
 
 
@@ -75,7 +71,7 @@ def npz_facts(source: Source, task: str) -> Facts:
         except SpecError:
             raise
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError) as err:
-            refuse(source.url, f"is not a readable .npz archive ({_one_line(err)})",
+            refuse(source.url, f"is not a readable .npz archive ({one_line(err)})",
                    f"an .npz file written by numpy.savez holding {NPZ_ALLOWED}")
     counts = {}
     for split in DATA_SPLITS:
@@ -105,9 +101,9 @@ def npz_arrays(source: Source, task: str) -> Loaded:
         if "allow_pickle" in str(err):
             refuse(source.url, "holds an object array (ragged rows of different shapes, or "
                    "Python objects)", "numeric arrays of one shape each")
-        refuse(source.url, f"is not a readable .npz archive ({_one_line(err)})", NPZ_ALLOWED)
+        refuse(source.url, f"is not a readable .npz archive ({one_line(err)})", NPZ_ALLOWED)
     except (zipfile.BadZipFile, OSError, EOFError) as err:
-        refuse(source.url, f"is not a readable .npz archive ({_one_line(err)})",
+        refuse(source.url, f"is not a readable .npz archive ({one_line(err)})",
                f"an .npz file written by numpy.savez holding {NPZ_ALLOWED}")
     _check_npz_keys(source.url, set(members), task)
     splits = {split: (members[f"x_{split}"], members.get(f"y_{split}"))
@@ -168,7 +164,7 @@ def table_facts(source: Source, fmt: str, label: str, task: str) -> Facts:
         except SpecError:
             raise
         except (pa.ArrowException, OSError, ValueError) as err:
-            refuse(source.url, f"is not a readable Parquet file ({_one_line(err)})",
+            refuse(source.url, f"is not a readable Parquet file ({one_line(err)})",
                    "a Parquet file with a label column and numeric feature columns")
     return _facts_of_columns(source.url, dtypes, rows, label, labels, task)
 
@@ -208,7 +204,7 @@ def _read_table(source: Source, fmt: str, data: bytes):
         return pd.read_parquet(io.BytesIO(data))
     except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError,
             pd.errors.EmptyDataError) as err:
-        refuse(source.url, f"is not a readable {fmt.upper()} file ({_one_line(err)})",
+        refuse(source.url, f"is not a readable {fmt.upper()} file ({one_line(err)})",
                f"a {fmt.upper()} table with a header, a label column and numeric feature columns")
 
 
@@ -227,80 +223,6 @@ def _check_columns(where: str, dtypes: dict, label: str) -> None:
         if name != label and getattr(dtype, "kind", "O") not in "biuf":  # pandas' str: "O"
             refuse(where, f"feature column {name!r} is not numeric ({dtype})",
                    "numeric feature columns (encode categories as numbers first)")
-
-
-# ---- images: one subfolder per class ------------------------------------------------------
-def image_listing(source: Source) -> dict[str, list[str]]:
-    """``{class: [relative image paths]}``: the folder's non-hidden subfolders, sorted."""
-    fs = source.fs
-    stray = [f for f in fs.list_files("") if not f.startswith(".")]
-    if stray:
-        refuse(source.url, f"holds the file {stray[0]!r} beside the class folders",
-               "only one subfolder per class at the top")
-    classes = [d for d in fs.list_dirs("") if not d.startswith(".")]
-    if len(classes) < 2:
-        refuse(source.url, f"has {len(classes)} class folder(s)", "a folder with one subfolder "
-               "per class, at least two")
-    listing = {}
-    for name in classes:
-        files = [f"{name}/{f}" for f in fs.list_files(name, recursive=True)
-                 if not any(part.startswith(".") for part in f.split("/"))]
-        if not files:
-            refuse(source.url, f"class folder {name!r} holds no images", "at least one image per class")
-        odd = [f for f in files if not f.lower().endswith(IMAGE_SUFFIXES)]
-        if odd:
-            refuse(source.url, f"{odd[0]} is not an image file", f"images ({', '.join(IMAGE_SUFFIXES)})")
-        listing[name] = files
-    return listing
-
-
-def image_facts(source: Source, listing: dict | None = None) -> Facts:
-    listing = listing or image_listing(source)
-    first = next(iter(listing.values()))[0]
-    with source.open(first) as f:
-        size, mode = _open_image(source.url, first, f, header_only=True)
-    channels = 1 if mode in GRAY_MODES else 3
-    counts = {"train": sum(map(len, listing.values()))}
-    return Facts(counts, (size[1], size[0], channels), np.dtype(np.uint8), (), list(listing))
-
-
-def image_arrays(source: Source, threads: int = 8) -> Loaded:
-    listing = image_listing(source)
-    paths = [path for files in listing.values() for path in files]
-    labels = np.concatenate([np.full(len(files), i, np.int64)
-                             for i, files in enumerate(listing.values())])
-    facts = image_facts(source, listing)
-    height, width, channels = facts.input_shape
-    images = np.empty((len(paths), height, width, channels), np.uint8)
-    digests: dict[str, str] = {}
-
-    def decode(index: int) -> None:
-        path = paths[index]
-        data = source.read(path)
-        digests[path] = hashlib.sha256(data).hexdigest()
-        image = _open_image(source.url, path, io.BytesIO(data), header_only=False)
-        check_same_size(source.url, path, image.size, paths[0], (width, height))
-        pixels = np.asarray(image.convert("L" if channels == 1 else "RGB"))
-        images[index] = pixels.reshape(height, width, channels)
-
-    with ThreadPoolExecutor(threads) as pool:  # Pillow decodes with the GIL released
-        list(pool.map(decode, range(len(paths))))
-    return Loaded({"train": (images, labels)}, folder_digest(digests), list(listing), len(paths))
-
-
-def _open_image(where: str, path: str, f, header_only: bool):
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        image = Image.open(f)
-        if header_only:
-            return image.size, image.mode
-        image.load()
-        return image
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
-        why = "not a format Pillow knows" if isinstance(err, UnidentifiedImageError) else _one_line(err)
-        refuse(where, f"{path} is not an image Pillow can read ({why})",
-               f"images ({', '.join(IMAGE_SUFFIXES)})")
 
 
 def open_files(path: str, fmt: str) -> Source:

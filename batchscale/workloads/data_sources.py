@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from typing import NoReturn
 
 from batchscale.core.errors import SpecError
 from batchscale.store.filesystem import Storage, open_root
@@ -29,10 +30,20 @@ class Source:
 
     def open(self, path: str = ""):
         """A seekable binary reader of the file (or of ``path`` inside a folder)."""
-        return self.fs.open_read(path or self.name)
+        try:
+            return self.fs.open_read(path or self.name)
+        except (OSError, ValueError) as err:
+            self.unreadable(path, err)
 
     def read(self, path: str = "") -> bytes:
-        return self.fs.read_bytes(path or self.name)
+        try:
+            return self.fs.read_bytes(path or self.name)
+        except (OSError, ValueError) as err:
+            self.unreadable(path, err)
+
+    def unreadable(self, path: str, err: BaseException) -> NoReturn:
+        where = f"{self.url}: {path}" if path else self.url
+        refuse(where, f"cannot be read ({_one_line(err)})", "a file this process may read")
 
 
 def open_source(path: str, folder: bool = False) -> Source:
