@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -20,6 +21,17 @@ from batchscale.store.filesystem import Storage, open_root
 from batchscale.workloads.data_checks import refuse
 
 CHUNK = 8 * 2**20  # bytes per read while hashing a source file
+
+
+def unreadable_error(err: BaseException) -> bool:
+    """Whether ``err`` says a file could not be read: an OSError or ValueError, or one of
+    google-cloud-storage's errors (403 Forbidden, no credentials...), looked up only when
+    the client has been imported (so no local read imports it)."""
+    if isinstance(err, (OSError, ValueError)):
+        return True
+    kinds = [getattr(sys.modules.get(module), name, None) for module, name in (
+        ("google.api_core.exceptions", "GoogleAPIError"), ("google.auth.exceptions", "GoogleAuthError"))]
+    return any(kind is not None and isinstance(err, kind) for kind in kinds)
 
 
 @dataclass(frozen=True)
@@ -32,13 +44,17 @@ class Source:
         """A seekable binary reader of the file (or of ``path`` inside a folder)."""
         try:
             return self.fs.open_read(path or self.name)
-        except (OSError, ValueError) as err:
+        except Exception as err:
+            if not unreadable_error(err):
+                raise
             self.unreadable(path, err)
 
     def read(self, path: str = "") -> bytes:
         try:
             return self.fs.read_bytes(path or self.name)
-        except (OSError, ValueError) as err:
+        except Exception as err:
+            if not unreadable_error(err):
+                raise
             self.unreadable(path, err)
 
     def unreadable(self, path: str, err: BaseException) -> NoReturn:
@@ -65,7 +81,9 @@ def open_source(path: str, folder: bool = False) -> Source:
         return Source(open_root(os.path.dirname(real)), os.path.basename(real), real)
     except SpecError:
         raise
-    except (OSError, ValueError) as err:
+    except Exception as err:
+        if not unreadable_error(err):
+            raise
         refuse(path, f"cannot be opened ({_one_line(err)})", f"a readable {kind}")
 
 
