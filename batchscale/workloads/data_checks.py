@@ -59,8 +59,9 @@ def check_targets_form(where: str, name: str, shape: tuple, dtype, examples: int
         refuse(where, f"{name} holds non-numeric values (an object array: strings, ragged rows "
                "or Python objects)", NUMERIC)
     if task == "classification":
-        if len(shape) != 1:
-            refuse(where, f"{name} has shape {tuple(shape)}", f"{CLASS_LABELS}: shape (examples,)")
+        if len(shape) != 1 and tuple(shape[1:]) != (1,):
+            refuse(where, f"{name} has shape {tuple(shape)}",
+                   f"{CLASS_LABELS}: shape (examples,) or (examples, 1)")
         if dtype.kind == "f":
             refuse(where, f"{name} holds float labels ({dtype})", CLASS_LABELS)
         if dtype.kind not in "biuUSO":
@@ -110,7 +111,7 @@ def check_token_ids(where: str, name: str, ids: np.ndarray, vocabulary: int | No
 def label_values(where: str, name: str, labels) -> np.ndarray:
     """Class labels as a NumPy array of ints, bools or strings (a table's object column of
     strings included); missing, float or mixed labels are refused."""
-    labels = np.asarray(labels)
+    labels = np.asarray(labels).reshape(-1)  # (examples, 1) as (examples,)
     if labels.dtype.kind == "f":
         missing = bool(np.isnan(labels).any())
         refuse(where, f"{name} holds {'missing' if missing else 'float'} labels", CLASS_LABELS)

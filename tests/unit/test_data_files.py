@@ -72,7 +72,7 @@ def test_npz_splits_from_the_files_and_checksums_in_info_json(tmp_path):
     rng = np.random.default_rng(1)
     arrays = {f"x_{s}": rng.integers(0, 255, (n, 4, 4, 1), dtype=np.uint8)
               for s, n in (("train", 12), ("validation", 5), ("test", 6))}
-    arrays.update({f"y_{s}": np.arange(len(arrays[f"x_{s}"])) % 3
+    arrays.update({f"y_{s}": (np.arange(len(arrays[f"x_{s}"])) % 3).reshape(-1, 1)  # (N, 1) too
                    for s in ("train", "validation", "test")})
     np.savez_compressed(tmp_path / "img.npz", **arrays)
     info, pipeline, stored = prepared(tmp_path, tmp_path / "img.npz", "npz")
@@ -81,6 +81,7 @@ def test_npz_splits_from_the_files_and_checksums_in_info_json(tmp_path):
     assert stored["validation"] == stored["test"] == "from the files"
     assert stored["classes"] == ["0", "1", "2"]
     np.testing.assert_allclose(pipeline.arrays("test")[0], arrays["x_test"] / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(pipeline.arrays("test")[1], np.arange(6) % 3)
     import hashlib
 
     store = StudyStore(str(tmp_path / "store"))
