@@ -80,7 +80,8 @@ SPEC_CASES = [
     ("max-steps-null-budget", {"max_steps": dict.fromkeys(default_spec_dict()["batch_sizes"])},
      "max_steps.8: None is not an integer"),
     ("workload-string", {"workload": "mnist_5k"},
-     "workload: must be a mapping {dataset, model, optimizer} (optionally task, precision, options), got str"),
+     "workload: must be a mapping {dataset, model, optimizer} (optionally task, precision, "
+     "options), got str"),
     ("workload-unknown-key", {"workload.colour": 1}, "workload.colour: unknown key"),
     ("workload-no-model", {"workload": {"dataset": "mnist_5k"}}, "workload.model: is required"),
     ("workload-optimizer-empty", {"workload.optimizer": ""}, "workload.optimizer: unknown optimizer ''"),
