@@ -26,6 +26,7 @@ import json
 import math
 import sys
 
+from batchscale.cli.options import check_goal_flags
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError
 
@@ -110,6 +111,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.resamples < 0:
         raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
     price = parse_price(getattr(args, "price", None))
+    check_goal_flags(args.goal)
     try:
         result, written = report_study(
             args.study, out=args.out, goals=args.goal, num_trials=args.trials,
@@ -288,6 +290,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from batchscale.analysis.compare import compare_studies, format_comparison, write_comparison
     from batchscale.analysis.reading.study_reader import UnreadableStudy
 
+    check_goal_flags(args.goal)
     try:
         result = compare_studies(args.studies, goal=args.goal, split=args.split,
                                  normalize_at=args.normalize_at, num_trials=args.trials,
