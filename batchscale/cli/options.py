@@ -6,7 +6,9 @@ fields. They register those flags with ``add_spec_args`` and read them back with
 ``build_spec``, so every command accepts the same overrides and refuses the same bad
 values (``parse_spec`` is the one door; a bad value raises SpecError, which the root
 prints as one line). ``compile``, ``upload`` and ``submit`` also share the placement
-flags (``--preset``, ``--images``) and the check of ``--pipeline-store``.
+flags (``--preset``, ``--images``) and the check of ``--pipeline-store``. Every ``--goal``
+passes ``check_goal_flags`` (a comparison the shell took as a redirection); ``report`` and
+``run`` fit their results table to the terminal unless ``--wide`` (``table_width``).
 """
 
 from __future__ import annotations
@@ -201,3 +203,22 @@ def _redirection_file(folder: str) -> tuple[str, float] | None:
         return None
     made, name = max(found)
     return name, max(now - made, 0.0)
+
+
+WIDE_HINT = "; --wide shows every column"  # after the columns a table left out to fit
+
+
+def add_wide_arg(parser: argparse.ArgumentParser) -> None:
+    """--wide: the steps-to-result table with every column, however wide the terminal."""
+    parser.add_argument("--wide", action="store_true",
+                        help="print the results table with every column (default: the columns "
+                             "that fit the terminal, 80 when it is not one; the rest are named "
+                             "below the table and are in steps_to_result.csv)")
+
+
+def table_width(args: argparse.Namespace) -> int | None:
+    """The width the results table must fit: None with --wide, else the terminal's
+    (``COLUMNS`` when set; 80 when stdout is no terminal)."""
+    import shutil
+
+    return None if getattr(args, "wide", False) else shutil.get_terminal_size((80, 24)).columns
