@@ -2,7 +2,8 @@
 
 On a terminal, a live progress bar drawn by rich: the phase (preparing data, training,
 analysing ...), trials done out of those known, how many diverged and run now, elapsed
-time and an ETA from the rates measured in this run, with the lines worth keeping
+time and an ETA from the rates measured in this run (counting the trials later search
+rounds will likely add, ``rounds.expected``), with the lines worth keeping
 (best steps per batch size as they improve, a task that failed, a host that cannot be
 reached) printed above it. Anywhere else (a pipe, a CI log, a file) the same facts as
 plain lines, one per change, each stamped with the seconds since the run started: a live
