@@ -111,7 +111,8 @@ class ProgressTracker:
                 rows = [] if diverged else self.store.read_measurements(self.spec, trial)
                 if meta["status"] == "COMPLETE":  # only COMPLETE trials count toward a goal
                     self._reached(trial.batch_size, rows)
-                self.results[trial.batch_size][trial.trial_id] = trial_result(self.spec, trial, diverged, rows)
+                result = trial_result(self.spec, trial, diverged, rows)
+                self.results[trial.batch_size][trial.trial_id] = result
             else:
                 still.append(trial)
                 running += meta is not None
