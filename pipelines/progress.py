@@ -25,15 +25,20 @@ class Progress:
     running: int = 0  # in progress: taken up by a pack (metadata written), not finished
     eta_seconds: float | None = None  # for the trials known and ``later``; None: no rate measured yet
     later: float = 0.0  # trials later search rounds will likely add (``rounds.expected``)
+    reused: int = 0  # finished before this run: found done at its first poll
+    resumed: int = 0  # resumed from their checkpoints in this run (the task log says so)
 
     def line(self) -> str:
         """The counts and best steps: what changes when something happened (no clock)."""
         return f"trials {self.counts()} | best steps per batch size {self.best()}"
 
     def counts(self) -> str:
-        """``100/115 done, 9 diverged, 15 added by later rounds, 2 in progress``."""
-        extra = f", {self.infeasible} diverged" if self.infeasible else ""
+        """``100/115 done (12 re-used), 9 diverged, 15 added by later rounds, 5 resumed from
+        checkpoints, 2 in progress``."""
+        extra = f" ({self.reused} re-used)" if self.reused else ""
+        extra += f", {self.infeasible} diverged" if self.infeasible else ""
         extra += f", {self.added} added by later rounds" if self.added else ""
+        extra += f", {self.resumed} resumed from checkpoints" if self.resumed else ""
         extra += f", {self.running} in progress" if self.running else ""
         return f"{self.done}/{self.total} done{extra}"
 
@@ -44,11 +49,20 @@ class Progress:
     def eta(self) -> str:
         """``ETA 2m10s (incl. ~8 trials later rounds may add)``, or "" while too few trials
         finished to measure a rate."""
-        if self.eta_seconds is None:
-            return ""
+        time, later = self.eta_time(), self.eta_later()
+        return f"{time} ({later})" if time and later else time
+
+    def eta_time(self) -> str:
+        """``ETA 2m10s``, or "" while too few trials finished to measure a rate."""
+        return "" if self.eta_seconds is None else f"ETA {duration(self.eta_seconds)}"
+
+    def eta_later(self) -> str:
+        """``incl. ~8 trials later rounds may add``: what the ETA counts beyond the trials
+        planned so far ("" when nothing, or no ETA)."""
         later = round(self.later)
-        return f"ETA {duration(self.eta_seconds)}" + (
-            f" (incl. ~{later} trial{'s' if later != 1 else ''} later rounds may add)" if later else "")
+        if self.eta_seconds is None or not later:
+            return ""
+        return f"incl. ~{later} trial{'s' if later != 1 else ''} later rounds may add"
 
 
 def duration(seconds: float) -> str:
@@ -132,7 +146,8 @@ class ProgressTracker:
     def progress(self) -> Progress:
         later = self._later()
         return Progress(self.done, self.done + len(self.pending), self.infeasible, dict(self.best),
-                        max(len(self.known) - self.initial, 0), self.running, self._eta(later), later)
+                        max(len(self.known) - self.initial, 0), self.running, self._eta(later), later,
+                        self.baseline or 0)
 
     def _later(self) -> float:
         """Trials later rounds will likely add (0 with one round, or before a poll)."""

@@ -147,7 +147,7 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
     ``width``). Any way out of the progress loop (Ctrl-C, SIGTERM, an error) stops the
     pipeline's whole process group."""
     from batchscale.cli.analysis import print_stored_report
-    from batchscale.cli.run_console import RunConsole, RunWatch
+    from batchscale.cli.run_console import RunConsole, RunWatch, picked_up_line
     from batchscale.pipelines.progress import ProgressTracker
 
     with open(log_path, "w") as log:
@@ -184,7 +184,10 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
         print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s: {reason}; "
               f"full log: {log_path}", file=sys.stderr)
         return 1
-    print(f"[{elapsed:7.0f}s] {tracker.poll().line()}")
+    final = watch.with_resumed(tracker.poll())
+    print(f"[{elapsed:7.0f}s] {final.line()}")
+    if picked_up := picked_up_line(final):
+        print(f"[{elapsed:7.0f}s] {picked_up}")
     return print_stored_report(spec, store, elapsed=elapsed, width=width)
 
 
