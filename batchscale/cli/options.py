@@ -167,14 +167,14 @@ def check_goal_flags(goals, flag: str = "--goal", folder: str = ".") -> None:
         if not isinstance(goal, str) or not _BARE_METRIC.match(goal):
             continue
         goal = goal.strip()
+        op = "<" if METRIC_DIRECTIONS.get(goal.rsplit("/", 1)[-1], "minimize") == "minimize" else ">"
         stray = _redirection_file(folder)
         if stray is not None:
             name, age = stray
-            typed = f"{goal}>{name}"
+            typed = f"{goal}{op}{name}"
             how = (f"likely took '>{name}' as a redirection (an empty file {name!r} was made "
                    f"in this folder {age:.0f}s ago; delete it)")
         else:
-            op = "<" if METRIC_DIRECTIONS.get(goal.rsplit("/", 1)[-1], "minimize") == "minimize" else ">"
             typed, how = f"{goal}{op}VALUE", "may have taken '<VALUE' or '>VALUE' as a redirection"
         raise SpecError(f"{flag}: {goal!r} has no comparison; the shell {how}: quote the goal, "
                         f"{flag} '{typed}'")

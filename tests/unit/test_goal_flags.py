@@ -40,15 +40,17 @@ def test_the_hint_writes_the_metrics_own_direction_and_keeps_the_split(tmp_path)
         check_goal_flags(["classification_error<0.1", " val/average_precision "], folder=str(tmp_path))
 
 
-def test_the_empty_file_a_redirection_just_made_is_named_with_the_goal_typed(tmp_path):
-    (tmp_path / "0.9").write_bytes(b"")  # what `--goal classification_error>0.9` leaves
+def test_the_empty_file_a_redirection_just_made_is_named_and_gives_the_value(tmp_path):
+    (tmp_path / "0.9").write_bytes(b"")  # what `--goal average_precision>0.9` leaves
     with pytest.raises(SpecError) as err:
-        check_goal_flags(["classification_error"], folder=str(tmp_path))
+        check_goal_flags(["average_precision"], folder=str(tmp_path))
     message = str(err.value)
-    assert message.startswith("--goal: 'classification_error' has no comparison; the shell likely "
+    assert message.startswith("--goal: 'average_precision' has no comparison; the shell likely "
                               "took '>0.9' as a redirection (an empty file '0.9' was made in this "
                               "folder ")
-    assert message.endswith("s ago; delete it): quote the goal, --goal 'classification_error>0.9'")
+    assert message.endswith("s ago; delete it): quote the goal, --goal 'average_precision>0.9'")
+    with pytest.raises(SpecError, match=r"--goal 'classification_error<0.9'$"):  # its direction
+        check_goal_flags(["classification_error"], folder=str(tmp_path))
 
 
 @pytest.mark.parametrize("name, content, age", [
