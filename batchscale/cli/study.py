@@ -30,9 +30,11 @@ import time
 from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
+    add_wide_arg,
     build_spec,
     images_arg,
     pipeline_store_arg,
+    table_width,
 )
 from batchscale.core.spec import SpecError, StudySpec
 
@@ -81,6 +83,7 @@ def add_commands(sub) -> None:
     add_spec_args(run)
     run.add_argument("--local", action="store_true", help="run on this machine with kfp.local")
     run.add_argument("--work-dir", default=".batchscale", help="kfp outputs and logs (default: .batchscale)")
+    add_wide_arg(run)
     run.set_defaults(func=cmd_run)
     comp = sub.add_parser("compile", help="write the pipeline YAML")
     add_spec_args(comp)
@@ -123,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     previous = {signum: signal.signal(signum, _raise_terminated)
                 for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        code = _run_pipeline(spec, store, work, log_path, spec_path, started)
+        code = _run_pipeline(spec, store, work, log_path, spec_path, started, table_width(args))
         raise_if_terminated()  # a signal swallowed while the report was printed
         return code
     except Terminated as stopped:
@@ -139,11 +142,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: str,
-                  started: float) -> int:
-    """Start local_run, show progress until it ends, print the report. Any way out of the
-    progress loop (Ctrl-C, SIGTERM, an error) stops the pipeline's whole process group."""
+                  started: float, width: int | None = None) -> int:
+    """Start local_run, show progress until it ends, print the report (its table fitted to
+    ``width``). Any way out of the progress loop (Ctrl-C, SIGTERM, an error) stops the
+    pipeline's whole process group."""
     from batchscale.cli.analysis import print_stored_report
-    from batchscale.cli.run_console import RunConsole, RunWatch
+    from batchscale.cli.run_console import RunConsole, RunWatch, picked_up_line
     from batchscale.pipelines.progress import ProgressTracker
 
     with open(log_path, "w") as log:
@@ -180,8 +184,11 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
         print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s: {reason}; "
               f"full log: {log_path}", file=sys.stderr)
         return 1
-    print(f"[{elapsed:7.0f}s] {tracker.poll().line()}")
-    return print_stored_report(spec, store, elapsed=elapsed)
+    final = watch.with_resumed(tracker.poll())
+    print(f"[{elapsed:7.0f}s] {final.line()}")
+    if picked_up := picked_up_line(final):
+        print(f"[{elapsed:7.0f}s] {picked_up}")
+    return print_stored_report(spec, store, elapsed=elapsed, width=width)
 
 
 def _polling_store(spec: StudySpec):
