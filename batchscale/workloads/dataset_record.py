@@ -23,7 +23,9 @@ class DatasetInfo:
 
     name: str
     description: str
-    source: str  # "tfds" (needs a download) or "offline" (ships inside a PyPI package)
+    # "tfds" (needs a download), "offline" (ships inside a PyPI package) or "idx/tfds"
+    # (IDX files where at hand, else tfds: Fashion MNIST)
+    source: str
     loader: str  # "module:function": arrays -> {split: (x, y)}; shards -> writes shards
     num_classes: int
     input_shape: tuple
