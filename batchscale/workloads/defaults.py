@@ -109,6 +109,12 @@ WORKLOADS = [
         epochs=40, min_steps=500, max_steps=200_000, batch_sizes=_pow2(1, 15),
         accelerators=(CPU_POOL.name, L4.name), pack_capacity=32),
     WorkloadDefaults(
+        "fashion_mnist", "fc_128_128", {"metric": _CLASSIFY, "value": 0.14},
+        _OFFLINE_SPACE,
+        epochs=10, min_steps=500, max_steps=10_000, trials=6, batch_sizes=_pow2(6, 12),
+        pack_capacity=64,
+        note="real Fashion-MNIST (Debian's IDX files, no download) on a CPU in minutes"),
+    WorkloadDefaults(
         "cifar_10", "resnet_8", {"metric": _CLASSIFY, "value": 0.3},
         {**_LR_MOMENTUM, **_LINEAR_DECAY}, schedule="linear",
         epochs=100, min_steps=1000, max_steps=300_000, batch_sizes=_pow2(1, 14),
