@@ -64,7 +64,8 @@ def tfds_prepared(name: str = "fashion_mnist") -> bool:
         import tensorflow_datasets as tfds
     except ImportError:
         return False
-    return bool(tfds.builder(name).is_prepared())
+    builder = tfds.builder(name)  # no folder: no need to ask (tfds would log a warning)
+    return builder.data_path.exists() and bool(builder.is_prepared())
 
 
 def choose_source(environ=None) -> tuple[str, str]:
@@ -72,6 +73,9 @@ def choose_source(environ=None) -> tuple[str, str]:
     environ = os.environ if environ is None else environ
     folder = environ.get(FOLDER_VARIABLE, "").strip()
     if folder:
+        if not os.path.isdir(folder):
+            raise ValueError(f"{FOLDER_VARIABLE}={folder}: not a folder; name the folder that "
+                             "holds Fashion-MNIST's four IDX files, or unset it")
         missing = idx_paths(folder)[1]
         if missing:
             raise ValueError(f"{FOLDER_VARIABLE}={folder}: no {', '.join(missing)} "

@@ -113,6 +113,8 @@ def test_the_folder_variable_comes_first_and_must_hold_the_files(tmp_path, no_tf
     with pytest.raises(ValueError, match=rf"^{FOLDER_VARIABLE}=.*mine: no t10k-labels-idx1-ubyte "
                                          r"\(\.gz or not\) there; it must hold"):
         choose_source({FOLDER_VARIABLE: str(folder)})
+    with pytest.raises(ValueError, match=rf"^{FOLDER_VARIABLE}=.*absent: not a folder; name"):
+        choose_source({FOLDER_VARIABLE: str(tmp_path / "absent")})
 
 
 def test_a_prepared_tfds_copy_then_debian_then_a_download(tmp_path, monkeypatch):
