@@ -71,7 +71,9 @@ def _flag_number(text: str):
 
 
 def build_spec(args: argparse.Namespace) -> StudySpec:
-    """The validated spec from the file (or default) with command-line overrides."""
+    """The validated spec from the file (or default) with command-line overrides; a user's
+    model function (or data files) also passes ``training.model_check`` here, before any
+    command writes."""
     if args.workload is not None:
         raw = _workload_start(args)
     else:
@@ -99,7 +101,11 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
     if args.goal:
         check_goal_flags(args.goal)  # a comparison the shell took as a redirection
         raw["goals"] = list(args.goal)  # the one goal syntax, checked by parse_spec
-    return parse_spec(raw)
+    spec = parse_spec(raw)
+    from batchscale.training.model_check import check_workload_model
+
+    check_workload_model(spec)  # the user's model run on a tiny batch (Keras only for theirs)
+    return spec
 
 
 def _workload_start(args: argparse.Namespace) -> dict:

@@ -45,8 +45,7 @@ class StudyStore:
     # ---- paths --------------------------------------------------------------------
     @staticmethod
     def batch_dir(spec: StudySpec, batch_size: int) -> str:
-        w = spec.workload
-        return f"{spec.name}/{w.dataset}/{w.model}/{w.optimizer}/{batch_size}"
+        return f"{spec.name}/{spec.workload.path}/{batch_size}"
 
     def trial_dir(self, spec: StudySpec, trial: TrialSpec) -> str:
         return f"{self.batch_dir(spec, trial.batch_size)}/{trial.trial_id}"

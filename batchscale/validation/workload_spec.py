@@ -5,12 +5,20 @@ out. Split from ``spec_validation`` to keep each module small; same one-line ref
 
 from __future__ import annotations
 
-from batchscale.core.names import OPTIMIZERS, TASKS, is_model_function
+from batchscale.core.names import (
+    METRIC_DIRECTIONS,
+    OPTIMIZERS,
+    TASK_GOAL_METRIC,
+    TASK_METRICS,
+    TASKS,
+    is_model_function,
+)
 from batchscale.core.spec import PRECISIONS, Workload, as_number
 from batchscale.core.spec import fail_field as _fail
 from batchscale.validation.data_spec import parse_data_files
-from batchscale.workloads import check_model_name, check_model_reference, get_dataset
-from batchscale.workloads.defaults import workload_defaults
+from batchscale.workloads import check_model_name, get_dataset
+from batchscale.workloads.defaults import USER_OPTIMIZER, user_workload_defaults, workload_defaults
+from batchscale.workloads.models.user_model import absolute_reference
 
 # Fields a workload's defaults can fill in.
 DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space", "fixed", "goals",
@@ -25,11 +33,12 @@ def parse_workload(raw, seed: int = 0) -> Workload:
 
     ``dataset`` is a registry name or the user's files (``{path, format, ...}``,
     ``data_spec``); ``model`` a registry name or the user's function
-    (``core.names.is_model_function``). Registry names are checked against the
-    registries; the user's code and files are only checked for their form here (what they
-    hold is checked by ``validation.user_workload`` before anything is written). The
-    optimizer defaults to the workload's; ``seed`` (the study's) carves a user data set's
-    validation split."""
+    (``core.names.is_model_function``; a relative file path made absolute against the
+    current directory). Registry names are checked against the registries; the user's
+    code and files are only checked for their form here (what they hold is checked by
+    ``training.model_check`` before anything is written). The optimizer defaults to the
+    workload's (a user's own workload: the paper's, Nesterov momentum); ``seed`` (the
+    study's) carves a user data set's validation split."""
     if not isinstance(raw, dict):
         _fail("workload", f"must be a mapping {{dataset, model, optimizer}} (optionally task, precision, "
               f"options), got {type(raw).__name__} {raw!r}; e.g. {{dataset: mnist_5k, model: fc_128_128}}")
@@ -58,7 +67,7 @@ def parse_workload(raw, seed: int = 0) -> Workload:
     model = str(raw["model"])
     if is_model_function(model):
         try:
-            check_model_reference(model)
+            model = absolute_reference(model)  # kfp.local's tasks run in another folder
         except ValueError as err:
             _fail("workload.model", str(err))
     else:
@@ -68,8 +77,9 @@ def parse_workload(raw, seed: int = 0) -> Workload:
             _fail("workload.model", f"{err} (data set {dataset_name} is {task.replace('_', ' ')})")
     defaults = None if files else workload_defaults(dataset_name, model)
     optimizer = raw.get("optimizer")
-    if optimizer is None:  # absent or null: the workload's
-        optimizer = defaults.optimizer if defaults else None
+    if optimizer is None:  # absent or null: the workload's; a user's own, the paper's
+        optimizer = (defaults.optimizer if defaults else
+                     USER_OPTIMIZER if files or is_model_function(model) else None)
     if optimizer not in OPTIMIZERS:
         _fail("workload.optimizer",
               f"{'is required' if optimizer is None else 'unknown optimizer ' + repr(optimizer)}; "
@@ -102,11 +112,18 @@ def _parse_task(task) -> str:
 
 
 def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
-    """``raw`` with the workload's defaults filled in where the spec leaves fields out."""
+    """``raw`` with the workload's defaults filled in where the spec leaves fields out: the
+    registry's for its (data set, model), else (the user's model function or data files)
+    ``user_workload_defaults``, which bring no goal (``_user_goal_required``)."""
     defaults = workload_defaults(workload.dataset, workload.model)
     missing = [key for key in DEFAULTABLE if raw.get(key) is None]  # absent; [] is an error
     if not missing:
         return raw
+    train = dataset.split_sizes["train"]
+    if defaults is None and (workload.data is not None or is_model_function(workload.model)):
+        if "goals" in missing:
+            _user_goal_required(dataset.task)
+        defaults = user_workload_defaults(workload.dataset, workload.model, workload.optimizer, train)
     if defaults is None:
         for key in ("batch_sizes", "search_space", "goals", "max_steps"):
             if key in missing:
@@ -117,7 +134,6 @@ def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
     sizes = raw.get("batch_sizes")
     if not isinstance(sizes, (list, tuple)):  # absent, or not a list (parse_spec refuses that)
         sizes = list(defaults.batch_sizes)
-    train = dataset.split_sizes["train"]
     values = {
         "batch_sizes": list(defaults.batch_sizes),
         "trials_per_batch_size": defaults.trials,
@@ -133,3 +149,17 @@ def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
     for key in missing:
         filled[key] = values[key]
     return filled
+
+
+def _user_goal_required(task: str) -> None:
+    """A user's own workload names its goals: the value a study should reach cannot be
+    guessed. One line naming the task's goal metric and what else it measures."""
+    metric, goal_direction = TASK_GOAL_METRIC[task], METRIC_DIRECTIONS[TASK_GOAL_METRIC[task]]
+    example = f"{metric}{'<' if goal_direction == 'minimize' else '>'}{_EXAMPLE_GOALS[metric]}"
+    _fail("goals", f"is required for your own model or data (a goal's value cannot be guessed); "
+          f"e.g. {example} (task {task} measures {', '.join(TASK_METRICS[task])})")
+
+
+# A value for the example in that line (only an example: the data decides what is good).
+_EXAMPLE_GOALS = {"classification_error": 0.1, "average_precision": 0.5, "mean_squared_error": 0.1,
+                  "cross_entropy_error": 4.0}

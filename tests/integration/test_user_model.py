@@ -1,0 +1,149 @@
+"""A user's own model function trained for real, on both engines: the pack engine
+(``run_pack``, vmapped, JAX, in memory) and the fit engine (``trainer.run_trial``).
+
+The model is a file in tmp_path naming its own parameter (``units``); trials whose model
+parameters differ train in separate vmapped groups of one pack. Regression (MSE loss, its
+metrics, divergence judged on the training MSE) runs on a small synthetic stand-in
+(tests/stand_ins/regression_data.py) until tests can name a user's data files.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from batchscale.core.spec import TrialSpec
+from batchscale.store.layout import StudyStore
+from batchscale.training.packs import run_pack
+from batchscale.training.trainer import run_trial
+from batchscale.validation import parse_spec
+from batchscale.workloads import dataset_registry
+from batchscale.workloads.prepare import prepare_dataset
+from tests.conftest import share_datasets, tiny_spec_dict
+from tests.stand_ins import regression_data
+
+MODEL = """
+import keras
+
+
+def build(params):
+    return keras.Sequential([
+        keras.Input(shape=params["input_shape"]),
+        keras.layers.Flatten(),
+        keras.layers.Dense(int(params["units"]), activation="relu"),
+        keras.layers.Dense(params["num_classes"]),
+    ])
+"""
+
+
+def quiet(*_):
+    pass
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    path = tmp_path / "own_model.py"
+    path.write_text(MODEL)
+    return f"{path}:build"
+
+
+def _store(tmp_path, digits_store):
+    root = str(tmp_path / "store")
+    (tmp_path / "store").mkdir()
+    share_datasets(digits_store, root)
+    return root
+
+
+def _rows(store, spec, trial):
+    return store.read_measurements(spec, trial)
+
+
+def test_a_user_model_trains_on_both_engines_and_its_parameters_split_the_pack(
+        tmp_path, digits_store, model_file):
+    root = _store(tmp_path, digits_store)
+    spec = parse_spec(tiny_spec_dict(
+        root, workload={"dataset": "digits", "model": model_file, "optimizer": "nesterov_momentum"},
+        batch_sizes=[32, 64], max_steps=80, goals=["classification_error<0.01"],
+        search_space={"learning_rate": {"scale": "log", "min": 0.02, "max": 0.2},
+                      "units": {"scale": "discrete", "values": [8, 24]}}))
+    store = StudyStore(root)
+    store.register_study(spec)
+    pack = [TrialSpec("tiny", 32, i, {"learning_rate": 0.05, "momentum": 0.9, "units": units})
+            for i, units in ((1, 8), (2, 24), (3, 8))]
+    metas = run_pack(spec, pack, store, log=quiet, width=3)  # the pack engine (JAX, in memory)
+    # units 8 (trials 1, 3) share one vmapped step; units 24 trains in a group of its own
+    assert [m["trainer"] for m in metas] == ["vmapped"] * 3
+    assert [m["trained_together"] for m in metas] == [2, 1, 2]
+    for meta, trial in zip(metas, pack):
+        rows = _rows(store, spec, trial)
+        assert meta["status"] == "COMPLETE" and meta["steps"] == 80
+        assert meta["parameters"]["units"] == trial.parameters["units"]
+        assert rows[-1]["train/cross_entropy_error"] < 0.5 * rows[0]["train/cross_entropy_error"]
+    alone = TrialSpec("tiny", 64, 1, {"learning_rate": 0.05, "momentum": 0.9, "units": 24})
+    meta = run_trial(spec, alone, store, log=quiet)  # the fit engine
+    rows = _rows(store, spec, alone)
+    assert meta["trainer"] == "fit" and meta["status"] == "COMPLETE" and meta["steps"] == 80
+    assert rows[-1]["train/cross_entropy_error"] < 0.5 * rows[0]["train/cross_entropy_error"]
+
+
+@pytest.fixture
+def regression_store(tmp_path, monkeypatch):
+    monkeypatch.setitem(dataset_registry.DATASETS, regression_data.NAME, regression_data.INFO)
+    root = str(tmp_path / "regression-store")
+    prepare_dataset(StudyStore(root), regression_data.NAME, log=quiet)
+    return root
+
+
+def _regression_spec(root, model_file, **changes):
+    raw = tiny_spec_dict(
+        root, name="reg", workload={"dataset": regression_data.NAME, "model": model_file},
+        batch_sizes=[32], max_steps=150, goals=["mean_squared_error<0.0001"], fixed={"units": 16,
+                                                                                    "momentum": 0.9},
+        search_space={"learning_rate": {"scale": "log", "min": 0.01, "max": 0.1}})
+    raw.update(changes)
+    return parse_spec(raw)
+
+
+@pytest.mark.parametrize("engine", ["vmapped", "fit"])
+def test_regression_trains_with_mse_and_diverges_on_it(engine, regression_store, model_file):
+    spec = _regression_spec(regression_store, model_file)
+    store = StudyStore(regression_store)
+    store.register_study(spec)
+    good = TrialSpec("reg", 32, 1, {"learning_rate": 0.05, "momentum": 0.9, "units": 16})
+    wild = TrialSpec("reg", 32, 2, {"learning_rate": 50.0, "momentum": 0.9, "units": 16})
+    if engine == "vmapped":
+        metas = run_pack(spec, [good, wild], store, log=quiet)
+    else:
+        metas = [run_trial(spec, t, store, log=quiet) for t in (good, wild)]
+    assert [m["trainer"] for m in metas] == [engine] * 2
+    rows = _rows(store, spec, good)
+    assert set(rows[0]) >= {"train/mean_squared_error", "val/mean_squared_error",
+                            "train/mean_absolute_error", "val/mean_absolute_error"}
+    assert metas[0]["status"] == "COMPLETE" and metas[0]["stop_reason"] == "budget"
+    assert rows[-1]["val/mean_squared_error"] < 0.2 * rows[0]["val/mean_squared_error"]
+    # mean over examples of each one's mean squared error over its 2 targets
+    assert all(r["val/mean_absolute_error"] ** 2 <= r["val/mean_squared_error"] + 1e-9 for r in rows)
+    assert metas[1]["status"] == "INFEASIBLE" and metas[1]["stop_reason"] == "diverged"
+
+
+def test_regression_engines_agree_at_the_start(regression_store, model_file):
+    """The same trial on both engines: the same initial model (step-0 metrics equal) and
+    the same loss, so their first evaluations after training stay close."""
+    spec = _regression_spec(regression_store, model_file, max_steps=20)
+    store = StudyStore(regression_store)
+    store.register_study(spec)
+    params = {"learning_rate": 0.02, "momentum": 0.9, "units": 16}
+    packed = TrialSpec("reg", 32, 1, params)
+    run_pack(spec, [packed], store, log=quiet)
+    other_root = regression_store + "-fit"
+    os.makedirs(other_root)
+    share_datasets(regression_store, other_root)
+    other = StudyStore(other_root)
+    other.register_study(spec)
+    run_trial(spec, packed, other, log=quiet)
+    a, b = _rows(store, spec, packed), _rows(other, spec, packed)
+    assert a[0]["val/mean_squared_error"] == pytest.approx(b[0]["val/mean_squared_error"], rel=1e-5)
+    np.testing.assert_allclose([r["val/mean_squared_error"] for r in a],
+                               [r["val/mean_squared_error"] for r in b], rtol=2e-3)
