@@ -65,7 +65,8 @@ def test_a_user_model_trains_on_both_engines_and_its_parameters_split_the_pack(
     root = _store(tmp_path, digits_store)
     spec = parse_spec(tiny_spec_dict(
         root, workload={"dataset": "digits", "model": model_file, "optimizer": "nesterov_momentum"},
-        batch_sizes=[32, 64], max_steps=80, goals=["classification_error<0.01"],
+        batch_sizes=[32, 64], max_steps=60, goals=["classification_error<0.01"],
+        evaluation={"resolution": 0.25, "train_examples": 200},
         search_space={"learning_rate": {"scale": "log", "min": 0.02, "max": 0.2},
                       "units": {"scale": "discrete", "values": [8, 24]}}))
     store = StudyStore(root)
@@ -78,13 +79,13 @@ def test_a_user_model_trains_on_both_engines_and_its_parameters_split_the_pack(
     assert [m["trained_together"] for m in metas] == [2, 1, 2]
     for meta, trial in zip(metas, pack):
         rows = _rows(store, spec, trial)
-        assert meta["status"] == "COMPLETE" and meta["steps"] == 80
+        assert meta["status"] == "COMPLETE" and meta["steps"] == 60
         assert meta["parameters"]["units"] == trial.parameters["units"]
         assert rows[-1]["train/cross_entropy_error"] < 0.5 * rows[0]["train/cross_entropy_error"]
     alone = TrialSpec("tiny", 64, 1, {"learning_rate": 0.05, "momentum": 0.9, "units": 24})
     meta = run_trial(spec, alone, store, log=quiet)  # the fit engine
     rows = _rows(store, spec, alone)
-    assert meta["trainer"] == "fit" and meta["status"] == "COMPLETE" and meta["steps"] == 80
+    assert meta["trainer"] == "fit" and meta["status"] == "COMPLETE" and meta["steps"] == 60
     assert rows[-1]["train/cross_entropy_error"] < 0.5 * rows[0]["train/cross_entropy_error"]
 
 
