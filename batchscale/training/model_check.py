@@ -125,11 +125,13 @@ _SHAPE_WORDS = {
 
 def tiny_batch(task: str, info) -> tuple[np.ndarray, np.ndarray]:
     """``TINY_BATCH`` random inputs of the data's shape (float32 in [0, 1); token ids for
-    a language model) and targets of the task's form, seeded."""
+    a language model, ``LM_LENGTH`` of them where the data's length varies) and targets
+    of the task's form, seeded."""
     rng = np.random.default_rng(0)
     n, classes = TINY_BATCH, int(info.num_classes)
-    if task == "language_model":
-        x = rng.integers(1, max(2, min(classes, 100)), size=(n, LM_LENGTH)).astype(np.int32)
+    if task == "language_model":  # the data's length where it has one (a user's .npz)
+        length = info.input_shape[0] if info.input_shape and info.input_shape[0] else LM_LENGTH
+        x = rng.integers(1, max(2, min(classes, 100)), size=(n, int(length))).astype(np.int32)
         return x, np.roll(x, -1, axis=1)
     shape = tuple(info.input_shape)
     x = rng.random((n, *shape), dtype=np.float32)

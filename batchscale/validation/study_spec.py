@@ -248,6 +248,8 @@ def _parse_evaluation(raw, dataset) -> Evaluation:
     extra = sorted(map(str, set(raw) - set(_EVALUATION_KEYS)))
     if extra:
         _fail(f"evaluation.{extra[0]}", f"unknown key; allowed: {', '.join(_EVALUATION_KEYS)}")
+    if "train_examples" not in raw:  # the default subset, or the whole of a smaller split
+        raw = {**raw, "train_examples": min(Evaluation.train_examples, dataset.split_sizes["train"])}
     ev = Evaluation(**raw)
     resolution = _number("evaluation.resolution", ev.resolution)
     if not 0 < resolution <= 0.5:

@@ -3,8 +3,8 @@
 
 The model is a file in tmp_path naming its own parameter (``units``); trials whose model
 parameters differ train in separate vmapped groups of one pack. Regression (MSE loss, its
-metrics, divergence judged on the training MSE) runs on a small synthetic stand-in
-(tests/stand_ins/regression_data.py) until tests can name a user's data files.
+metrics, divergence judged on the training MSE) runs on a user's .npz of synthetic linear
+targets (``workload.dataset: {path, format: npz}``, ``task: regression``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from batchscale.store.layout import StudyStore
 from batchscale.training.packs import run_pack
 from batchscale.training.trainer import run_trial
 from batchscale.validation import parse_spec
-from batchscale.workloads import dataset_registry
+from batchscale.workloads.dataset_registry import dataset_for
 from batchscale.workloads.prepare import prepare_dataset
 from tests.conftest import share_datasets, tiny_spec_dict
-from tests.stand_ins import regression_data
 
 MODEL = """
 import keras
@@ -90,26 +89,42 @@ def test_a_user_model_trains_on_both_engines_and_its_parameters_split_the_pack(
 
 
 @pytest.fixture
-def regression_store(tmp_path, monkeypatch):
-    monkeypatch.setitem(dataset_registry.DATASETS, regression_data.NAME, regression_data.INFO)
-    root = str(tmp_path / "regression-store")
-    prepare_dataset(StudyStore(root), regression_data.NAME, log=quiet)
-    return root
+def regression_files(tmp_path):
+    """A user's regression data as an .npz: inputs in [0, 1)^8, two targets linear in them
+    plus noise; no validation split (batchscale carves one)."""
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((8, 2)).astype(np.float32)
+    x = rng.random((640, 8), dtype=np.float32)
+    y = (x @ weights + 0.05 * rng.standard_normal((640, 2))).astype(np.float32)
+    path = tmp_path / "regression.npz"
+    np.savez(path, x_train=x, y_train=y)
+    return str(path)
 
 
-def _regression_spec(root, model_file, **changes):
+@pytest.fixture
+def regression_store(tmp_path):
+    root = tmp_path / "regression-store"
+    root.mkdir()
+    return str(root)
+
+
+def _regression_spec(root, data, model_file, **changes):
     raw = tiny_spec_dict(
-        root, name="reg", workload={"dataset": regression_data.NAME, "model": model_file},
-        batch_sizes=[32], max_steps=150, goals=["mean_squared_error<0.0001"], fixed={"units": 16,
-                                                                                    "momentum": 0.9},
+        root, name="reg", workload={"dataset": {"path": data, "format": "npz"}, "task": "regression",
+                                    "model": model_file},
+        batch_sizes=[32], max_steps=150, goals=["mean_squared_error<0.0001"],
+        fixed={"units": 16, "momentum": 0.9},
         search_space={"learning_rate": {"scale": "log", "min": 0.01, "max": 0.1}})
     raw.update(changes)
-    return parse_spec(raw)
+    spec = parse_spec(raw)
+    prepare_dataset(StudyStore(root), dataset_for(spec.workload), log=quiet)
+    return spec
 
 
 @pytest.mark.parametrize("engine", ["vmapped", "fit"])
-def test_regression_trains_with_mse_and_diverges_on_it(engine, regression_store, model_file):
-    spec = _regression_spec(regression_store, model_file)
+def test_regression_trains_with_mse_and_diverges_on_it(engine, regression_store, regression_files,
+                                                      model_file):
+    spec = _regression_spec(regression_store, regression_files, model_file)
     store = StudyStore(regression_store)
     store.register_study(spec)
     good = TrialSpec("reg", 32, 1, {"learning_rate": 0.05, "momentum": 0.9, "units": 16})
@@ -129,10 +144,10 @@ def test_regression_trains_with_mse_and_diverges_on_it(engine, regression_store,
     assert metas[1]["status"] == "INFEASIBLE" and metas[1]["stop_reason"] == "diverged"
 
 
-def test_regression_engines_agree_at_the_start(regression_store, model_file):
+def test_regression_engines_agree_at_the_start(regression_store, regression_files, model_file):
     """The same trial on both engines: the same initial model (step-0 metrics equal) and
     the same loss, so their first evaluations after training stay close."""
-    spec = _regression_spec(regression_store, model_file, max_steps=20)
+    spec = _regression_spec(regression_store, regression_files, model_file, max_steps=20)
     store = StudyStore(regression_store)
     store.register_study(spec)
     params = {"learning_rate": 0.02, "momentum": 0.9, "units": 16}

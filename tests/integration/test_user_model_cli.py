@@ -21,7 +21,8 @@ goals: ["classification_error<0.1"]
 """
 MODELS = {
     "syntax": ("def build(params:\n    return None\n", "model.py, line 1: SyntaxError: "),
-    "raises": ("def build(params):\n    raise KeyError('units')\n", "model.py:build raised KeyError: 'units'"),
+    "raises": ("def build(params):\n    raise KeyError('units')\n",
+               "model.py:build raised KeyError: 'units'"),
 }
 
 

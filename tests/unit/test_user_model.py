@@ -159,3 +159,27 @@ def test_a_sound_model_passes_and_a_registry_workload_is_not_checked(tmp_path):
                            "fixed": {"momentum": 0.9}})
     check_workload_model(registry)  # returns at once: nothing to import
     assert os.path.exists(tmp_path / "m.py")
+
+
+def test_regression_outputs_must_match_the_targets(tmp_path):
+    """A user's .npz of two targets per example: a model ending in Dense(1) is refused
+    (its (B, 1) output would broadcast against (B, 2) targets); Dense(num_classes) passes."""
+    import numpy as np
+
+    data = tmp_path / "reg.npz"
+    np.savez(data, x_train=np.random.default_rng(0).random((40, 3), dtype=np.float32),
+             y_train=np.zeros((40, 2), np.float32))
+
+    def spec(text, name):
+        raw = _raw(f"{_file(tmp_path, text, name)}:build", goals=["mean_squared_error<0.1"])
+        raw["workload"] = {**raw["workload"], "dataset": {"path": str(data), "format": "npz"},
+                           "task": "regression"}
+        return parse_spec(raw)
+
+    with pytest.raises(SpecError, match=r"^workload\.model: the model's output has shape \(2, 1\) on a "
+                       r"batch of shape \(2, 3\); task regression needs \(2, 2\) \(batch, values per "
+                       r"target: e\.g\. end with keras\.layers\.Dense\(num_classes\)\)$"):
+        check_workload_model(spec(GOOD.replace('params["num_classes"]', "1"), "one_output.py"))
+    good = spec(GOOD, "outputs.py")
+    assert good.batch_sizes == (4,) and good.workload.task == "regression"  # 36 train // 8 = 4
+    check_workload_model(good)
