@@ -72,7 +72,7 @@ def _flag_number(text: str):
 
 def build_spec(args: argparse.Namespace) -> StudySpec:
     """The validated spec from the file (or default) with command-line overrides; a user's
-    model function (or data files) also passes ``training.model_check`` here, before any
+    model function (or data files) also passes ``training.workload_check`` here, before any
     command writes."""
     if args.workload is not None:
         raw = _workload_start(args)
@@ -102,9 +102,9 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
         check_goal_flags(args.goal)  # a comparison the shell took as a redirection
         raw["goals"] = list(args.goal)  # the one goal syntax, checked by parse_spec
     spec = parse_spec(raw)
-    from batchscale.training.model_check import check_workload_model
+    from batchscale.training.workload_check import check_user_workload
 
-    check_workload_model(spec)  # the user's model run on a tiny batch (Keras only for theirs)
+    check_user_workload(spec)  # the user's files and model (Keras only for theirs)
     return spec
 
 

@@ -36,7 +36,7 @@ def parse_workload(raw, seed: int = 0) -> Workload:
     (``core.names.is_model_function``; a relative file path made absolute against the
     current directory). Registry names are checked against the registries; the user's
     code and files are only checked for their form here (what they hold is checked by
-    ``training.model_check`` before anything is written). The optimizer defaults to the
+    ``training.workload_check`` before anything is written). The optimizer defaults to the
     workload's (a user's own workload: the paper's, Nesterov momentum); ``seed`` (the
     study's) carves a user data set's validation split."""
     if not isinstance(raw, dict):

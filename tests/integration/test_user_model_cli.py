@@ -1,6 +1,6 @@
 """A broken model function through the real ``batchscale`` command: exit 2, one line on
 stderr naming ``workload.model`` and the problem, the store byte-identical and nothing
-started (``training.model_check`` runs in ``build_spec``, before any command writes)."""
+started (``training.workload_check`` runs in ``build_spec``, before any command writes)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A user's model function: its reference in a spec, its own parameters, the defaults of
-a user's workload, and the deep check (``training.model_check``): each problem with the
+a user's workload, and the deep check (``training.workload_check``): each problem with the
 user's code is one line ``workload.model: ...`` naming it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from batchscale.core.errors import SpecError
 from batchscale.core.names import model_folder
-from batchscale.training.model_check import check_workload_model, parameter_points
+from batchscale.training.workload_check import check_user_workload, parameter_points
 from batchscale.validation import parse_spec
 from batchscale.workloads.defaults import user_batch_sizes
 from batchscale.workloads.models import build_model
@@ -145,7 +145,7 @@ def test_the_deep_check_names_each_problem_in_one_line(text, function, message, 
     spec = parse_spec(_raw(reference, fixed={"momentum": 0.9},
                            search_space={"learning_rate": {"scale": "log", "min": 0.01, "max": 0.1}}))
     with pytest.raises(SpecError) as err:
-        check_workload_model(spec)
+        check_user_workload(spec)
     text_ = str(err.value)
     assert "\n" not in text_
     expected = f"workload.model: {message.format(tmp=tmp_path, file=path)}"
@@ -153,11 +153,11 @@ def test_the_deep_check_names_each_problem_in_one_line(text, function, message, 
 
 
 def test_a_sound_model_passes_and_a_registry_workload_is_not_checked(tmp_path):
-    check_workload_model(parse_spec(_raw(f"{_file(tmp_path, GOOD)}:build")))
+    check_user_workload(parse_spec(_raw(f"{_file(tmp_path, GOOD)}:build")))
     registry = parse_spec({**_raw("fc_32"), "batch_sizes": [8], "max_steps": 10,
                            "search_space": {"learning_rate": {"scale": "log", "min": 0.01, "max": 0.1}},
                            "fixed": {"momentum": 0.9}})
-    check_workload_model(registry)  # returns at once: nothing to import
+    check_user_workload(registry)  # returns at once: nothing to import
     assert os.path.exists(tmp_path / "m.py")
 
 
@@ -179,7 +179,7 @@ def test_regression_outputs_must_match_the_targets(tmp_path):
     with pytest.raises(SpecError, match=r"^workload\.model: the model's output has shape \(2, 1\) on a "
                        r"batch of shape \(2, 3\); task regression needs \(2, 2\) \(batch, values per "
                        r"target: e\.g\. end with keras\.layers\.Dense\(num_classes\)\)$"):
-        check_workload_model(spec(GOOD.replace('params["num_classes"]', "1"), "one_output.py"))
+        check_user_workload(spec(GOOD.replace('params["num_classes"]', "1"), "one_output.py"))
     good = spec(GOOD, "outputs.py")
     assert good.batch_sizes == (4,) and good.workload.task == "regression"  # 36 train // 8 = 4
-    check_workload_model(good)
+    check_user_workload(good)

@@ -57,7 +57,7 @@ def split_reference(reference: str) -> tuple[str, str]:
 def absolute_reference(reference: str, directory: str | None = None) -> str:
     """``reference`` with a relative file path made absolute against ``directory`` (default:
     the current one); a module reference as it is. Checks the reference's form only
-    (``split_reference``); importing it is ``training.model_check``'s job."""
+    (``split_reference``); importing it is ``training.workload_check``'s job."""
     where, function = split_reference(reference)
     if not where.endswith(".py") or os.path.isabs(where):
         return reference

@@ -1,21 +1,25 @@
-"""The deep check of a user's workload: ``check_workload_model(spec)`` imports the model
-function once, builds its model and runs it on a tiny batch, before anything is written.
+"""The deep check of a user's own workload, ``check_user_workload(spec)``, before anything
+is written: their data files' content (``data_files.check_files``: every check data
+preparation makes, nothing written), then their model function, imported once, built and
+run on a tiny batch.
 
-``parse_spec`` checks a model reference's form only and imports no Keras; this check runs
-where a command is about to act on the spec: the CLI's ``build_spec`` (validate, plan,
-run, compile, upload, submit) and each pack task before it trains (components/train_pack).
-It runs for a study of the user's model function or data files (a registry model on the
-registry's data is known to work): importing Keras costs a registry study nothing.
+``parse_spec`` checks a model reference's and a data mapping's form only and imports no
+Keras; this check runs where a command is about to act on the spec: the CLI's
+``build_spec`` (validate, plan, run, compile, upload, submit) and each pack task before it
+trains (components/train_pack). It runs for a study of the user's model function or data
+files (a registry model on the registry's data is known to work): a registry study
+imports nothing for it.
 
-Each problem is one ``SpecError`` line ``workload.model: ...``: the module or file cannot
-be imported (a syntax error names the file and line), lacks the function or it is not
-callable, the function raises (its exception named), returns no keras.Model, the model
-raises on the batch, its output has the wrong shape for the task (classification and
-multilabel (B, classes); regression (B, k), k the targets' values per example; a
-language model (B, T, vocabulary)), a classifier returns probabilities instead of
-logits, or the training loss at initialisation is not finite. The model is built with the
-trial parameters at the middle of the search space and, where the function's own
-parameters are searched, at both ends of it too.
+Each problem is one ``SpecError`` line. The data's are ``workload.dataset: ...``; the
+model's ``workload.model: ...``: the module or file cannot be imported (a syntax error
+names the file and line), lacks the function or it is not callable, the function raises
+(its exception named), returns no keras.Model, the model raises on the batch, its output
+has the wrong shape for the task (classification and multilabel (B, classes); regression
+(B, k), k the targets' values per example; a language model (B, T, vocabulary)), a
+classifier returns probabilities instead of logits, or the training loss at
+initialisation is not finite. The model is built with the trial parameters at the middle
+of the search space and, where the function's own parameters are searched, at both ends
+of it too.
 """
 
 from __future__ import annotations
@@ -38,15 +42,21 @@ def needs_check(spec: StudySpec) -> bool:
     return is_model_function(spec.workload.model) or spec.workload.data is not None
 
 
-def check_workload_model(spec: StudySpec) -> None:
-    """Refuse, with one line, a user's model that cannot train on this study's data (see
-    the module docstring); a registry workload returns at once, importing nothing."""
+def check_user_workload(spec: StudySpec, files: bool = True) -> None:
+    """Refuse, with one line, a user's data files or model that cannot train (see the
+    module docstring); a registry workload returns at once, importing nothing.
+    ``files=False``: the model only (a pack task, whose data preparation checked the
+    files and wrote the copy it trains on)."""
     if not needs_check(spec):
         return
     from batchscale.training.keras_setup import select_backend, training_scope
-    from batchscale.workloads.dataset_registry import dataset_for
+    from batchscale.workloads.dataset_registry import dataset_for, workload_task
     from batchscale.workloads.models.user_model import ModelFunctionError, load_model_function
 
+    if files and spec.workload.data is not None:
+        from batchscale.workloads.data_files import check_files
+
+        check_files(spec.workload.data, workload_task(spec.workload))
     select_backend(spec.backend)  # before the user's module imports keras on its default
     reference = spec.workload.model
     if is_model_function(reference):
