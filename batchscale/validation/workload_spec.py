@@ -5,6 +5,9 @@ out. Split from ``spec_validation`` to keep each module small; same one-line ref
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
 from batchscale.core.names import (
     METRIC_DIRECTIONS,
     OPTIMIZERS,
@@ -13,7 +16,7 @@ from batchscale.core.names import (
     TASKS,
     is_model_function,
 )
-from batchscale.core.spec import PRECISIONS, Workload, as_number
+from batchscale.core.spec import PRECISIONS, DataFiles, Workload, as_number
 from batchscale.core.spec import fail_field as _fail
 from batchscale.validation.data_spec import parse_data_files
 from batchscale.workloads import check_model_name, get_dataset
@@ -51,7 +54,7 @@ def parse_workload(raw, seed: int = 0) -> Workload:
                   "docs/your-workload.md shows your own)")
     files = None
     if isinstance(raw["dataset"], dict):
-        files = parse_data_files(raw["dataset"], seed)
+        files = absolute_files(parse_data_files(raw["dataset"], seed))
         task = _parse_task(raw.get("task", "classification"))
         dataset_name = files.name
     else:
@@ -103,6 +106,15 @@ def parse_workload(raw, seed: int = 0) -> Workload:
     # task is kept only for files: a registry data set has its own (and its dict stays as before)
     return Workload(dataset_name, model, optimizer, precision, options,
                     task if files else "", files)
+
+
+def absolute_files(files: DataFiles) -> DataFiles:
+    """``files`` with a relative local path made absolute against the current directory,
+    as a model file's is (``user_model.absolute_reference``): the kfp.local tasks of
+    ``run --local`` run in another folder. A gs:// URL is left as it is."""
+    if "://" in files.path or os.path.isabs(files.path):
+        return files
+    return replace(files, path=os.path.abspath(os.path.expanduser(files.path)))
 
 
 def _parse_task(task) -> str:
