@@ -68,7 +68,7 @@ def _parse_parameter(name, cfg, model_parameters: bool = False) -> Parameter:
             _fail(f"{where}.values", "a discrete parameter needs a non-empty list of values")
         for v in values:
             _check_value(where, name, _number(f"{where}.values", v))
-        return Parameter(name, "discrete", values=tuple(values))
+        return Parameter(name, "discrete", values=tuple(_model_value(name, v) for v in values))
     integer = cfg.get("integer", False)
     if not isinstance(integer, bool):
         _fail(f"{where}.integer", f"{integer!r} is not a boolean; allowed: true or false")
@@ -119,7 +119,16 @@ def parse_fixed(raw, model_parameters: bool = False) -> dict:
     for name, value in raw.items():
         _check_name(f"fixed.{name}", name, model_parameters)
         _check_value(f"fixed.{name}", name, _number(f"fixed.{name}", value))
-    return dict(raw)
+    return {name: _model_value(name, value) for name, value in raw.items()}
+
+
+def _model_value(name, value):
+    """A model parameter's integral value as an int: a spec that crossed KFP (a protobuf
+    Struct) holds 128.0 where the YAML said 128, and the two must read as one study (and
+    give the user's function the same value). Trainer settings keep the type they have."""
+    if name in PARAMETER_BOUNDS or isinstance(value, bool) or not isinstance(value, float):
+        return value
+    return int(value) if value.is_integer() else value
 
 
 def check_parameters(optimizer, schedule, space, fixed):

@@ -183,3 +183,18 @@ def test_regression_outputs_must_match_the_targets(tmp_path):
     good = spec(GOOD, "outputs.py")
     assert good.batch_sizes == (4,) and good.workload.task == "regression"  # 36 train // 8 = 4
     check_user_workload(good)
+
+
+def test_integral_model_values_survive_a_protobuf_struct(tmp_path):
+    """KFP hands a spec over as a protobuf Struct, where every number is a float: the
+    spec parsed there is the same study (its fixed and discrete model values read as ints)."""
+    model = f"{_file(tmp_path, GOOD)}:build"
+    raw = _raw(model, fixed={"momentum": 0.9, "units": 128},
+               search_space={"learning_rate": {"scale": "log", "min": 0.01, "max": 0.1},
+                             "depth": {"scale": "discrete", "values": [1, 2]}})
+    spec = parse_spec(raw)
+    crossed = parse_spec({**raw, "fixed": {"momentum": 0.9, "units": 128.0},
+                          "search_space": {**raw["search_space"],
+                                           "depth": {"scale": "discrete", "values": [1.0, 2.0]}}})
+    assert crossed.to_dict() == spec.to_dict() and crossed.fixed["units"] == 128
+    assert isinstance(crossed.fixed["units"], int)
