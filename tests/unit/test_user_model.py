@@ -5,6 +5,7 @@ user's code is one line ``workload.model: ...`` naming it."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -103,36 +104,50 @@ def test_model_parameters_reach_the_function_and_only_they(tmp_path):
 
 
 # ---- the deep check ------------------------------------------------------------------------
-BAD_MODELS = [  # (id, file text or None for a reference without a file, function, message start)
-    ("module-missing", None, "no_such_module_xyz:build",
+# (id, the problem (docs/bad-input.md), file text or None for a reference without a file,
+#  function, message start)
+BAD_MODELS = [
+    ("module-missing", "a module that is not installed",
+     None, "no_such_module_xyz:build",
      "module 'no_such_module_xyz' is not importable: no module named 'no_such_module_xyz'"),
-    ("file-missing", None, "{tmp}/absent.py:build", "{tmp}/absent.py: no such file"),
-    ("syntax-error", "import keras\n\ndef build(params:\n    return 1\n", "build",
+    ("file-missing", "a .py file that does not exist",
+     None, "{tmp}/absent.py:build", "{tmp}/absent.py: no such file"),
+    ("syntax-error", "a file with a syntax error",
+     "import keras\n\ndef build(params:\n    return 1\n", "build",
      "{file}, line 3: SyntaxError: "),
-    ("import-fails", "import no_such_dependency_xyz\n", "build",
+    ("import-fails", "a file whose import raises (a missing dependency)",
+     "import no_such_dependency_xyz\n", "build",
      "importing {file} raised ModuleNotFoundError: No module named 'no_such_dependency_xyz'"),
-    ("no-function", GOOD, "make", "{file} has no function 'make'"),
-    ("not-callable", "build = 3\n", "build", "{file}:build is not callable (it is a int)"),
-    ("raises", "def build(params):\n    raise RuntimeError('no GPU here')\n", "build",
+    ("no-function", "a file without the named function",
+     GOOD, "make", "{file} has no function 'make'"),
+    ("not-callable", "a name that is no function",
+     "build = 3\n", "build", "{file}:build is not callable (it is a int)"),
+    ("raises", "a function that raises",
+     "def build(params):\n    raise RuntimeError('no GPU here')\n", "build",
      "{file}:build raised RuntimeError: no GPU here"),
-    ("not-a-model", "def build(params):\n    return {'layers': 2}\n", "build",
+    ("not-a-model", "a function returning no keras.Model",
+     "def build(params):\n    return {'layers': 2}\n", "build",
      "{file}:build returned dict, not a keras.Model"),
-    ("wrong-shape", GOOD.replace('params["num_classes"]', "5"), "build",
+    ("wrong-shape", "classification logits of the wrong width",
+     GOOD.replace('params["num_classes"]', "5"), "build",
      "the model's output has shape (2, 5) on a batch of shape (2, 8, 8, 1); task classification "
      "needs (2, 10)"),
-    ("probabilities", GOOD.replace('params["num_classes"])', 'params["num_classes"], '
-                                   'activation="softmax")'), "build",
+    ("probabilities", "a final softmax (probabilities, not logits)",
+     GOOD.replace('params["num_classes"])', 'params["num_classes"], activation="softmax")'),
+     "build",
      "the model returns probabilities (each row sums to 1): return logits"),
-    ("non-finite", GOOD.replace("keras.layers.Flatten(),",
-                                "keras.layers.Flatten(), keras.layers.Lambda(lambda x: x * float('nan')),"),
+    ("non-finite", "NaN outputs at initialisation",
+     GOOD.replace("keras.layers.Flatten(),",
+                  "keras.layers.Flatten(), keras.layers.Lambda(lambda x: x * float('nan')),"),
      "build", "the training loss at initialisation is nan on a batch of random inputs: its outputs "
               "hold NaN or inf"),
-    ("raises-on-the-batch", GOOD.replace('shape=params["input_shape"]', "shape=(3,)"), "build",
+    ("raises-on-the-batch", "a model that cannot take the data's shape",
+     GOOD.replace('shape=params["input_shape"]', "shape=(3,)"), "build",
      "the model raised ValueError: "),
 ]
 
 
-@pytest.mark.parametrize("text,function,message", [c[1:] for c in BAD_MODELS],
+@pytest.mark.parametrize("text,function,message", [c[2:] for c in BAD_MODELS],
                          ids=[c[0] for c in BAD_MODELS])
 def test_the_deep_check_names_each_problem_in_one_line(text, function, message, tmp_path):
     path = str(tmp_path / f"model_{abs(hash(message)) % 10**8}.py")
@@ -198,3 +213,20 @@ def test_integral_model_values_survive_a_protobuf_struct(tmp_path):
                                            "depth": {"scale": "discrete", "values": [1.0, 2.0]}}})
     assert crossed.to_dict() == spec.to_dict() and crossed.fixed["units"] == 128
     assert isinstance(crossed.fixed["units"], int)
+
+
+def test_docs_bad_input_lists_every_model_case():
+    """docs/bad-input.md's "Your model function" table: one row per case above, the same
+    problem and start of message (FILE and DIR for the paths of the test's files)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "bad-input.md").read_text()
+    section = doc.split("## Your model function", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = (cells[1], cells[2].strip("`"))
+    expected = {case: (problem, "workload.model: " + message.replace("{tmp}", "DIR")
+                       .replace("{file}", "FILE"))
+                for case, problem, _, _, message in BAD_MODELS}
+    assert rows == expected
+    assert f"Cases tested: {len(BAD_MODELS)}," in section
