@@ -71,9 +71,7 @@ def _flag_number(text: str):
 
 
 def build_spec(args: argparse.Namespace) -> StudySpec:
-    """The validated spec from the file (or default) with command-line overrides; a user's
-    model function (or data files) also passes ``training.workload_check`` here, before any
-    command writes."""
+    """The validated spec from the file (or default) with command-line overrides."""
     if args.workload is not None:
         raw = _workload_start(args)
     else:
@@ -101,10 +99,18 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
     if args.goal:
         check_goal_flags(args.goal)  # a comparison the shell took as a redirection
         raw["goals"] = list(args.goal)  # the one goal syntax, checked by parse_spec
-    spec = parse_spec(raw)
+    return parse_spec(raw)
+
+
+def check_here(spec: StudySpec) -> StudySpec:
+    """``spec`` once a user's files and model pass the deep check
+    (``training.workload_check``: Keras imported for theirs only), for the commands that
+    train or check on this machine (``validate``, ``plan``, ``run --local``). A cluster's
+    commands (``compile``, ``plan --compile``, ``upload``, ``submit``) leave it to the pod,
+    whose image holds the user's code (pipelines/cluster_workload.py)."""
     from batchscale.training.workload_check import check_user_workload
 
-    check_user_workload(spec)  # the user's files and model (Keras only for theirs)
+    check_user_workload(spec)
     return spec
 
 

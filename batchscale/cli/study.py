@@ -32,6 +32,7 @@ from batchscale.cli.options import (
     add_spec_args,
     add_wide_arg,
     build_spec,
+    check_here,
     images_arg,
     pipeline_store_arg,
     table_width,
@@ -104,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from batchscale.store.filesystem import check_no_escaping_links, check_store_writable
     from batchscale.store.layout import StudyStore
 
-    spec = absolute_store(build_spec(args))
+    spec = absolute_store(check_here(build_spec(args)))
     check_store_writable(spec.store)  # a file, a read-only folder: refused before anything runs
     check_no_escaping_links(spec.store, (spec.name, "datasets"))
     store = StudyStore(spec.store)
@@ -247,8 +248,12 @@ def failure_reason(log_text: str) -> str:
 
 
 def absolute_store(spec: StudySpec) -> StudySpec:
-    """``spec`` with a local store as an absolute path (kfp.local's tasks run elsewhere).
-    The spec is valid already: no second parse."""
+    """``spec`` with a local store, a model file and local data files as absolute paths
+    (kfp.local's tasks run elsewhere; ``workload_spec.absolute_paths``). The spec is valid
+    already: no second parse."""
+    from batchscale.validation.workload_spec import absolute_paths
+
+    spec = dataclasses.replace(spec, workload=absolute_paths(spec.workload))
     if spec.store.startswith("gs://"):
         return spec
     return dataclasses.replace(spec, store=os.path.abspath(os.path.expanduser(spec.store)))
@@ -276,7 +281,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from batchscale.pipelines.placement import pack_size_for
     from batchscale.search.packs import make_packs
 
-    spec = build_spec(args)
+    spec = check_here(build_spec(args))
     print(json.dumps(spec.to_dict(), indent=2))
     sys.stdout.flush()  # a closed stdout ends the command here, before anything reaches stderr
     size = pack_size_for(spec, args.preset)

@@ -4,9 +4,10 @@ preparation makes, nothing written), then their model function, imported once, b
 run on a tiny batch.
 
 ``parse_spec`` checks a model reference's and a data mapping's form only and imports no
-Keras; this check runs where a command is about to act on the spec: the CLI's
-``build_spec`` (validate, plan, run, compile, upload, submit) and each pack task before it
-trains (components/train_pack). It runs for a study of the user's model function or data
+Keras; this check runs where the spec is about to train or be checked on a machine that
+holds the user's code: the CLI's ``validate``, ``plan`` and ``run --local``
+(``cli.options.check_here``) and each pack task before it trains (components/train_pack;
+a cluster's ``compile``, ``upload`` and ``submit`` never import the user's code). It runs for a study of the user's model function or data
 files (a registry model on the registry's data is known to work): a registry study
 imports nothing for it.
 

@@ -16,12 +16,12 @@ from batchscale.core.names import (
     TASKS,
     is_model_function,
 )
-from batchscale.core.spec import PRECISIONS, DataFiles, Workload, as_number
+from batchscale.core.spec import PRECISIONS, Workload, as_number
 from batchscale.core.spec import fail_field as _fail
 from batchscale.validation.data_spec import parse_data_files
 from batchscale.workloads import check_model_name, get_dataset
 from batchscale.workloads.defaults import USER_OPTIMIZER, user_workload_defaults, workload_defaults
-from batchscale.workloads.models.user_model import absolute_reference
+from batchscale.workloads.models.user_model import absolute_reference, check_model_reference
 
 # Fields a workload's defaults can fill in.
 DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space", "fixed", "goals",
@@ -36,12 +36,13 @@ def parse_workload(raw, seed: int = 0) -> Workload:
 
     ``dataset`` is a registry name or the user's files (``{path, format, ...}``,
     ``data_spec``); ``model`` a registry name or the user's function
-    (``core.names.is_model_function``; a relative file path made absolute against the
-    current directory). Registry names are checked against the registries; the user's
-    code and files are only checked for their form here (what they hold is checked by
-    ``training.workload_check`` before anything is written). The optimizer defaults to the
-    workload's (a user's own workload: the paper's, Nesterov momentum); ``seed`` (the
-    study's) carves a user data set's validation split."""
+    (``core.names.is_model_function``; a relative file path is read against the current
+    directory, and ``absolute_paths`` makes it absolute for another process). Registry
+    names are checked against the registries; the user's code and files are only checked
+    for their form here (what they hold is checked by ``training.workload_check`` before
+    anything is written). The optimizer defaults to the workload's (a user's own
+    workload: the paper's, Nesterov momentum); ``seed`` (the study's) carves a user data
+    set's validation split."""
     if not isinstance(raw, dict):
         _fail("workload", f"must be a mapping {{dataset, model, optimizer}} (optionally task, precision, "
               f"options), got {type(raw).__name__} {raw!r}; e.g. {{dataset: mnist_5k, model: fc_128_128}}")
@@ -54,7 +55,7 @@ def parse_workload(raw, seed: int = 0) -> Workload:
                   "docs/your-workload.md shows your own)")
     files = None
     if isinstance(raw["dataset"], dict):
-        files = absolute_files(parse_data_files(raw["dataset"], seed))
+        files = parse_data_files(raw["dataset"], seed)
         task = _parse_task(raw.get("task", "classification"))
         dataset_name = files.name
     else:
@@ -70,7 +71,7 @@ def parse_workload(raw, seed: int = 0) -> Workload:
     model = str(raw["model"])
     if is_model_function(model):
         try:
-            model = absolute_reference(model)  # kfp.local's tasks run in another folder
+            check_model_reference(model)
         except ValueError as err:
             _fail("workload.model", str(err))
     else:
@@ -108,13 +109,20 @@ def parse_workload(raw, seed: int = 0) -> Workload:
                     task if files else "", files)
 
 
-def absolute_files(files: DataFiles) -> DataFiles:
-    """``files`` with a relative local path made absolute against the current directory,
-    as a model file's is (``user_model.absolute_reference``): the kfp.local tasks of
-    ``run --local`` run in another folder. A gs:// URL is left as it is."""
-    if "://" in files.path or os.path.isabs(files.path):
-        return files
-    return replace(files, path=os.path.abspath(os.path.expanduser(files.path)))
+def absolute_paths(workload: Workload, directory: str | None = None) -> Workload:
+    """``workload`` with a relative model file (``path/to/file.py:function``) and a relative
+    local data path made absolute against ``directory`` (default: the current one), for a
+    spec handed to processes that run elsewhere: the kfp.local tasks of ``run --local``
+    run in its work folder. A module reference and a gs:// URL stay as they are; the data
+    set's store name follows its path (``DataFiles.name``)."""
+    model = absolute_reference(workload.model, directory) if is_model_function(workload.model) \
+        else workload.model
+    files = workload.data
+    if files is not None and "://" not in files.path and not os.path.isabs(files.path):
+        path = os.path.join(directory or os.getcwd(), os.path.expanduser(files.path))
+        files = replace(files, path=os.path.abspath(path))
+    return replace(workload, model=model, data=files,
+                   dataset=files.name if files is not None else workload.dataset)
 
 
 def _parse_task(task) -> str:

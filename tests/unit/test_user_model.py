@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from batchscale.core.errors import SpecError
 from batchscale.core.names import model_folder
 from batchscale.training.workload_check import check_user_workload, parameter_points
 from batchscale.validation import parse_spec
+from batchscale.validation.workload_spec import absolute_paths
 from batchscale.workloads.defaults import user_batch_sizes
 from batchscale.workloads.models import build_model
 from batchscale.workloads.models.user_model import model_parameters
@@ -42,12 +44,26 @@ def _file(tmp_path, text: str, name: str = "m.py") -> str:
 
 
 # ---- the reference and the spec ----------------------------------------------------------
-def test_a_relative_file_becomes_absolute_and_the_defaults_follow_the_data(tmp_path, monkeypatch):
+def test_a_relative_file_is_read_here_and_made_absolute_for_others(tmp_path, monkeypatch):
     _file(tmp_path, GOOD)
     monkeypatch.chdir(tmp_path)
     spec = parse_spec(_raw("m.py:build"))
-    assert spec.workload.model == f"{tmp_path}/m.py:build"  # kfp.local's tasks run elsewhere
+    assert spec.workload.model == "m.py:build"  # as written (a cluster's refusal quotes it)
+    check_user_workload(spec)  # read against the current directory
+    moved = absolute_paths(spec.workload)  # what run --local hands its kfp.local tasks
+    assert moved.model == f"{tmp_path}/m.py:build" and moved.path == spec.workload.path
     assert spec.workload.path == "digits/m.build/nesterov_momentum"  # the paper's optimizer
+    np.savez(tmp_path / "d.npz", x_train=np.zeros((20, 3), np.float32), y_train=np.arange(20) % 2)
+    data = parse_spec(_raw("m.py:build", workload={"dataset": {"path": "d.npz", "format": "npz"},
+                                                   "model": "m.py:build"})).workload
+    moved = absolute_paths(data)
+    assert moved.data.path == f"{tmp_path}/d.npz" and moved.dataset == moved.data.name
+    assert absolute_paths(moved) == moved and absolute_paths(parse_spec(_raw("pkg.nets:build"))
+                                                             .workload).model == "pkg.nets:build"
+
+
+def test_a_user_workloads_defaults_follow_the_data(tmp_path):
+    spec = parse_spec(_raw(f"{_file(tmp_path, GOOD)}:build"))
     # digits: 1,297 training examples -> powers of two from 8 up to 1297 // 8 = 162
     assert spec.batch_sizes == (8, 16, 32, 64, 128) and spec.trials_per_batch_size == 6
     assert [p.name for p in spec.search_space] == ["learning_rate", "momentum"]
@@ -179,8 +195,6 @@ def test_a_sound_model_passes_and_a_registry_workload_is_not_checked(tmp_path):
 def test_regression_outputs_must_match_the_targets(tmp_path):
     """A user's .npz of two targets per example: a model ending in Dense(1) is refused
     (its (B, 1) output would broadcast against (B, 2) targets); Dense(num_classes) passes."""
-    import numpy as np
-
     data = tmp_path / "reg.npz"
     np.savez(data, x_train=np.random.default_rng(0).random((40, 3), dtype=np.float32),
              y_train=np.zeros((40, 2), np.float32))

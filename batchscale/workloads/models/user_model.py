@@ -10,10 +10,13 @@ inputs to logits (regression: to predictions). The trainer adds loss, optimizer 
 metrics.
 
 A file path is imported with ``importlib.util.spec_from_file_location``, its folder on
-``sys.path`` while it runs (so it may import modules beside it). Validation makes a
-relative path absolute against the current directory (``validation.workload_spec``), so
-the kfp.local tasks of ``batchscale run --local``, which run in another folder, import the
-same file. In a pod only what its image holds exists: name a module installed there.
+``sys.path`` while it runs (so it may import modules beside it); a relative path is read
+against the current directory. ``batchscale run --local`` makes it absolute
+(``validation.workload_spec.absolute_paths``, with the store's path) before it hands the
+spec to its kfp.local tasks, which run in another folder. A pod has only what its image
+holds: a cluster study names a module installed there (``pipelines/cluster_workload.py``
+refuses a file). A module reference is imported as Python finds it: installed, or on
+``PYTHONPATH``.
 
 Nothing here imports the user's code or Keras until a model is built; each reference is
 imported once per process (``load_model_function``). Problems with the user's code are
@@ -54,10 +57,14 @@ def split_reference(reference: str) -> tuple[str, str]:
     return where, function
 
 
+def check_model_reference(reference: str) -> None:
+    """The reference's form only (importing it is ``training.workload_check``'s job)."""
+    split_reference(reference)
+
+
 def absolute_reference(reference: str, directory: str | None = None) -> str:
     """``reference`` with a relative file path made absolute against ``directory`` (default:
-    the current one); a module reference as it is. Checks the reference's form only
-    (``split_reference``); importing it is ``training.workload_check``'s job."""
+    the current one); a module reference as it is."""
     where, function = split_reference(reference)
     if not where.endswith(".py") or os.path.isabs(where):
         return reference
