@@ -18,6 +18,7 @@ from batchscale.core.spec import TrialSpec
 from batchscale.store.layout import StudyStore
 from batchscale.training.packs import run_pack
 from batchscale.training.trainer import run_trial
+from batchscale.training.workload_check import check_user_workload
 from batchscale.validation import parse_spec
 from batchscale.workloads.dataset_registry import dataset_for
 from batchscale.workloads.prepare import prepare_dataset
@@ -163,3 +164,64 @@ def test_regression_engines_agree_at_the_start(regression_store, regression_file
     assert a[0]["val/mean_squared_error"] == pytest.approx(b[0]["val/mean_squared_error"], rel=1e-5)
     np.testing.assert_allclose([r["val/mean_squared_error"] for r in a],
                                [r["val/mean_squared_error"] for r in b], rtol=2e-3)
+
+
+MULTILABEL_MODEL = """
+import keras
+
+
+def build(params):
+    return keras.Sequential([keras.Input(shape=params["input_shape"]),
+                             keras.layers.Dense(16, activation="relu"),
+                             keras.layers.Dense(params["num_classes"])])
+"""
+LANGUAGE_MODEL = """
+import keras
+
+
+def build(params):  # next-token logits (batch, time, vocabulary)
+    return keras.Sequential([keras.Input(shape=params["input_shape"], dtype="int32"),
+                             keras.layers.Embedding(params["num_classes"], 16),
+                             keras.layers.Dense(params["num_classes"])])
+"""
+
+
+def _multilabel_data(path):
+    rng = np.random.default_rng(0)
+    x = rng.random((300, 6), dtype=np.float32)
+    np.savez(path, x_train=x, y_train=(x[:, :3] > 0.5).astype(np.float32))
+
+
+def _token_data(path):
+    rng = np.random.default_rng(0)
+    start = rng.integers(1, 10, size=(300, 1))
+    np.savez(path, x_train=(start + np.arange(9)) % 19 + 1)  # each next id follows from the last
+
+
+@pytest.mark.parametrize("task,model,make,loss", [
+    ("multilabel", MULTILABEL_MODEL, _multilabel_data, "train/cross_entropy_error"),
+    ("language_model", LANGUAGE_MODEL, _token_data, "train/cross_entropy_error"),
+], ids=["multilabel", "language_model"])
+def test_multilabel_and_language_models_of_the_user_train(task, model, make, loss, tmp_path):
+    """The user's model for the other tasks: trained by the fit engine (a multilabel or
+    token .npz streams its batches), its task's loss and metrics measured."""
+    (tmp_path / "own.py").write_text(model)
+    make(tmp_path / "data.npz")
+    root = tmp_path / "store"
+    root.mkdir()
+    spec = parse_spec(tiny_spec_dict(
+        str(root), workload={"dataset": {"path": str(tmp_path / "data.npz"), "format": "npz"},
+                             "task": task, "model": f"{tmp_path}/own.py:build"},
+        batch_sizes=[16], max_steps=60, evaluation={"resolution": 0.25},
+        goals=["average_precision>0.999" if task == "multilabel" else "cross_entropy_error<0.001"],
+        search_space={"learning_rate": {"scale": "log", "min": 0.01, "max": 0.1}}))
+    check_user_workload(spec)  # the deep check's shapes: (B, classes), (B, T, vocabulary)
+    store = StudyStore(str(root))
+    prepare_dataset(store, dataset_for(spec.workload), log=quiet)
+    store.register_study(spec)
+    trial = TrialSpec("tiny", 16, 1, {"learning_rate": 0.05, "momentum": 0.9})
+    [meta] = run_pack(spec, [trial], store, log=quiet)
+    rows = _rows(store, spec, trial)
+    assert meta["trainer"] == "fit" and meta["status"] == "COMPLETE" and meta["steps"] == 60
+    assert rows[-1][loss] < 0.8 * rows[0][loss]
+    assert f"val/{spec.goals[0].metric}" in rows[0]
