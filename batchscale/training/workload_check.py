@@ -7,9 +7,9 @@ run on a tiny batch.
 Keras; this check runs where the spec is about to train or be checked on a machine that
 holds the user's code: the CLI's ``validate``, ``plan`` and ``run --local``
 (``cli.options.check_here``) and each pack task before it trains (components/train_pack;
-a cluster's ``compile``, ``upload`` and ``submit`` never import the user's code). It runs for a study of the user's model function or data
-files (a registry model on the registry's data is known to work): a registry study
-imports nothing for it.
+a cluster's ``compile``, ``upload`` and ``submit`` never import the user's code). It runs
+for a study of the user's model function or data files (a registry model on the
+registry's data is known to work): a registry study imports nothing for it.
 
 Each problem is one ``SpecError`` line. The data's are ``workload.dataset: ...``; the
 model's ``workload.model: ...``: the module or file cannot be imported (a syntax error
