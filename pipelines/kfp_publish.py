@@ -23,6 +23,7 @@ import tempfile
 import time
 
 from batchscale.core.spec import SpecError, StudySpec
+from batchscale.core.workload_card import workload_line
 from batchscale.pipelines.gke_settings import KSA_NAME
 
 DESCRIPTION = ("batchscale: steps to a goal validation error against batch size (Shallue et al. "
@@ -123,7 +124,8 @@ def upload(client, spec: StudySpec, preset: str, images: dict | None = None, sto
         if version is None:
             version = _quietly(client.upload_pipeline_version, path, pipeline_version_name=wanted,
                                pipeline_id=pipeline_id,
-                               description=f"study {spec.name}, preset {preset}")
+                               description=f"study {spec.name}, preset {preset}: "
+                                           f"{workload_line(spec.workload)}")
             created = True
     return {"pipeline_id": pipeline_id, "version_id": version.pipeline_version_id,
             "pipeline_name": name, "version_name": version.display_name or version.name,

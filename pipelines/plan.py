@@ -17,6 +17,8 @@ from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
 from batchscale.core.images import image_reference
 from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
 from batchscale.core.spec import StudySpec
+from batchscale.core.workload_card import workload_line
+from batchscale.pipelines.cluster_workload import check_for_cluster, model_image
 from batchscale.pipelines.placement import LIGHT, get_preset, place
 
 PLAN_TIMEOUT_SECONDS = 2 * 3600
@@ -28,18 +30,20 @@ def plan_pipeline_name(preset: str) -> str:
 
 def build_plan_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_PRESET,
                         images: dict[str, str] | None = None):
-    """The plan pipeline function, with ``spec`` (and ``store_root``) as parameter defaults."""
+    """The plan pipeline function, with ``spec`` (and ``store_root``) as parameter defaults.
+    Its probe builds the model: the user image where the model is the user's."""
     from kfp import kubernetes
 
     trainer = get_preset(preset)
     light_image = image_reference(LIGHT_IMAGE_NAME, images)
-    trainer_image = image_reference(trainer.image, images)
+    trainer_image = model_image(spec, trainer.image, images)
 
     default_spec = spec.to_dict()
 
     @dsl.pipeline(name=plan_pipeline_name(preset),
                   description="Before a sweep: gradient noise scale, step times, proposed batch "
-                  f"sizes and the study's estimated cost. Trainer placement: {preset}.")
+                  f"sizes and the study's estimated cost. Trainer placement: {preset}. "
+                  f"Default study {spec.name}: {workload_line(spec.workload)}.")
     def plan_pipeline(study_spec: dict = default_spec, store_root: str = store_root):
         prep = prepare_data(study_spec=study_spec, store_root=store_root)
         place(prep, LIGHT, light_image).set_caching_options(False)
@@ -57,6 +61,7 @@ def compile_plan_pipeline(spec: StudySpec, output: str, store_root: str = "", pr
 
     from batchscale.pipelines.compiled_defaults import keep_integer_defaults
 
+    check_for_cluster(spec, get_preset(preset).image, images)
     compiler.Compiler().compile(build_plan_pipeline(spec, store_root, preset, images), output)
     keep_integer_defaults(output, spec.to_dict())
     return output

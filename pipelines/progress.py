@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from batchscale.core.goals import first_step_reaching
 from batchscale.core.spec import StudySpec
 from batchscale.core.trial_state import is_finished
+from batchscale.rounds.expected import later_round_trials
+from batchscale.rounds.planner import trial_result
 from batchscale.search.trials import batch_trials
 
 MIN_FINISHED_FOR_ETA = 2  # trials finished in this run before a rate is worth quoting
@@ -21,16 +23,22 @@ class Progress:
     best_steps: dict[int, int | None]  # first goal, validation; None = not reached yet
     added: int = 0  # trials later search rounds added (top-ups, re-searches)
     running: int = 0  # in progress: taken up by a pack (metadata written), not finished
-    eta_seconds: float | None = None  # for the trials known so far; None: no rate measured yet
+    eta_seconds: float | None = None  # for the trials known and ``later``; None: no rate measured yet
+    later: float = 0.0  # trials later search rounds will likely add (``rounds.expected``)
+    reused: int = 0  # finished before this run: found done at its first poll
+    resumed: int = 0  # resumed from their checkpoints in this run (the task log says so)
 
     def line(self) -> str:
         """The counts and best steps: what changes when something happened (no clock)."""
         return f"trials {self.counts()} | best steps per batch size {self.best()}"
 
     def counts(self) -> str:
-        """``100/115 done, 9 diverged, 15 added by later rounds, 2 in progress``."""
-        extra = f", {self.infeasible} diverged" if self.infeasible else ""
+        """``100/115 done (12 re-used), 9 diverged, 15 added by later rounds, 5 resumed from
+        checkpoints, 2 in progress``."""
+        extra = f" ({self.reused} re-used)" if self.reused else ""
+        extra += f", {self.infeasible} diverged" if self.infeasible else ""
         extra += f", {self.added} added by later rounds" if self.added else ""
+        extra += f", {self.resumed} resumed from checkpoints" if self.resumed else ""
         extra += f", {self.running} in progress" if self.running else ""
         return f"{self.done}/{self.total} done{extra}"
 
@@ -39,10 +47,22 @@ class Progress:
         return " ".join(f"{b}:{'-' if s is None else s}" for b, s in self.best_steps.items())
 
     def eta(self) -> str:
+        """``ETA 2m10s (incl. ~8 trials later rounds may add)``, or "" while too few trials
+        finished to measure a rate."""
+        time, later = self.eta_time(), self.eta_later()
+        return f"{time} ({later})" if time and later else time
+
+    def eta_time(self) -> str:
         """``ETA 2m10s``, or "" while too few trials finished to measure a rate."""
-        if self.eta_seconds is None:
+        return "" if self.eta_seconds is None else f"ETA {duration(self.eta_seconds)}"
+
+    def eta_later(self) -> str:
+        """``incl. ~8 trials later rounds may add``: what the ETA counts beyond the trials
+        planned so far ("" when nothing, or no ETA)."""
+        later = round(self.later)
+        if self.eta_seconds is None or not later:
             return ""
-        return f"ETA {duration(self.eta_seconds)}"
+        return f"incl. ~{later} trial{'s' if later != 1 else ''} later rounds may add"
 
 
 def duration(seconds: float) -> str:
@@ -62,7 +82,9 @@ class ProgressTracker:
 
     The ETA is the rate measured in this run: trials finished (not those re-used from an
     earlier run) per second since the first trial was seen training, over every pack at
-    once, for the trials known so far (later search rounds may add more).
+    once, for the trials known so far and those later search rounds will likely add
+    (``rounds.expected``: exactly what the planner will add to a batch size whose trials
+    are all finished, an estimate for the rest).
 
     Each poll reads only the metadata of trials not yet finished, and the study.json of
     each batch size with none (the planner adds a search round only to a batch size whose
@@ -80,12 +102,14 @@ class ProgressTracker:
         self.best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)  # steps to result so far
         self.running = 0
         self.baseline: int | None = None  # trials found done at the first poll (re-used)
+        self.rounds: dict[int, list] = {}  # each batch size's recorded search rounds
+        self.results: dict[int, dict] = {b: {} for b in spec.batch_sizes}  # finished: TrialResult
         self.since: float | None = None  # when this run's first trial was seen training
 
     def poll(self) -> Progress:
         busy = {trial.batch_size for trial in self.pending}
         for batch_size in (b for b in self.spec.batch_sizes if b not in busy):
-            rounds = self.store.read_rounds(self.spec, batch_size)
+            rounds = self.rounds[batch_size] = self.store.read_rounds(self.spec, batch_size)
             for trial in batch_trials(self.spec, batch_size, rounds):
                 if (trial.batch_size, trial.trial_id) in self.known:
                     continue
@@ -96,9 +120,13 @@ class ProgressTracker:
             meta = self.store.read_metadata(self.spec, trial)
             if is_finished(meta, self.spec.max_steps[trial.batch_size]):
                 self.done += 1
-                self.infeasible += meta["status"] == "INFEASIBLE"
+                diverged = meta["status"] == "INFEASIBLE"
+                self.infeasible += diverged
+                rows = [] if diverged else self.store.read_measurements(self.spec, trial)
                 if meta["status"] == "COMPLETE":  # only COMPLETE trials count toward a goal
-                    self._reached(trial.batch_size, self.store.read_measurements(self.spec, trial))
+                    self._reached(trial.batch_size, rows)
+                result = trial_result(self.spec, trial, diverged, rows)
+                self.results[trial.batch_size][trial.trial_id] = result
             else:
                 still.append(trial)
                 running += meta is not None
@@ -116,11 +144,22 @@ class ProgressTracker:
             self.best[batch_size] = step
 
     def progress(self) -> Progress:
+        later = self._later()
         return Progress(self.done, self.done + len(self.pending), self.infeasible, dict(self.best),
-                        max(len(self.known) - self.initial, 0), self.running, self._eta())
+                        max(len(self.known) - self.initial, 0), self.running, self._eta(later), later,
+                        self.baseline or 0)
 
-    def _eta(self) -> float | None:
+    def _later(self) -> float:
+        """Trials later rounds will likely add (0 with one round, or before a poll)."""
+        if self.spec.max_rounds <= 1 or len(self.rounds) < len(self.spec.batch_sizes):
+            return 0.0
+        busy = {trial.batch_size for trial in self.pending}
+        finished = {b: None if b in busy else list(self.results[b].values()) for b in self.rounds}
+        return later_round_trials(self.spec, self.rounds, finished)
+
+    def _eta(self, later: float) -> float | None:
         finished = self.done - (self.baseline or 0)
-        if self.since is None or not self.pending or finished < MIN_FINISHED_FOR_ETA:
+        left = len(self.pending) + later
+        if self.since is None or left <= 0 or finished < MIN_FINISHED_FOR_ETA:
             return None
-        return len(self.pending) * (self.clock() - self.since) / finished
+        return left * (self.clock() - self.since) / finished

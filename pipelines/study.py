@@ -59,6 +59,13 @@ its parameters default to that spec, so a run started from the Kubeflow UI as is
 that study, and its ParallelFor parallelism (a compile-time constant in KFP, pack tasks
 at once) is the spec's. The preset places the trainer (accelerator, node selectors,
 tolerations, image, timeout); one compiled pipeline per preset, ``batchscale-study-<preset>``.
+
+A user's own model (``workload.model: "module:function"``) is built in the user image
+(``images/user/``), so the pack task runs there; the light steps never build the model and
+keep the light image. ``prepare_data`` shows in the UI which model and data the run's spec
+names (a Markdown artifact, ``core.workload_card``). ``compile_pipeline`` (a cluster's)
+refuses first what no pod could reach: a model named by its file, data at a local path
+(``cluster_workload.check_for_cluster``).
 """
 
 from kfp import dsl
@@ -71,6 +78,8 @@ from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
 from batchscale.core.images import image_reference
 from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
 from batchscale.core.spec import StudySpec
+from batchscale.core.workload_card import workload_line
+from batchscale.pipelines.cluster_workload import check_for_cluster, model_image
 from batchscale.pipelines.placement import LIGHT, get_preset, pack_size_for, place
 
 # A failed pack task (a preempted pod, most often) is tried again this many times, after a
@@ -90,15 +99,16 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
     """The pipeline function, with ``spec`` (and ``store_root``) as parameter defaults.
 
     ``images`` maps image names to built references (skaffold's output); without it the
-    components keep their ``:dev`` placeholders. ``retries``: attempts after a pack task's
-    first failure (kfp.local honours them too, backoff included, so a local run that
-    wants a failure reported at once passes 0).
+    components keep their ``:dev`` placeholders. The pack task runs in the preset's image,
+    or in the user image where the model is the user's (``cluster_workload.model_image``).
+    ``retries``: attempts after a pack task's first failure (kfp.local honours them too,
+    backoff included, so a local run that wants a failure reported at once passes 0).
     """
     from kfp import kubernetes
 
     trainer = get_preset(preset)
     light_image = image_reference(LIGHT_IMAGE_NAME, images)
-    trainer_image = image_reference(trainer.image, images)
+    trainer_image = model_image(spec, trainer.image, images)
     default_spec = spec.to_dict()
     pack_size = pack_size_for(spec, preset)
 
@@ -131,7 +141,8 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
         name=pipeline_name(preset),
         description="Steps to a goal validation error against batch size, with metaparameters "
         f"tuned anew at every batch size (Shallue et al. 2019). Trainer placement: {preset}; "
-        f"{pack_size} trial(s) per pack task; up to {spec.max_rounds} search rounds.",
+        f"{pack_size} trial(s) per pack task; up to {spec.max_rounds} search rounds. "
+        f"Default study {spec.name}: {workload_line(spec.workload)}.",
     )
     def study_pipeline(study_spec: dict = default_spec, store_root: str = store_root):
         report = light(aggregate(study_spec=study_spec, store_root=store_root))
@@ -140,7 +151,7 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
             previous = None
             for stage in range(1, spec.max_rounds + 1):
                 this = study_round(study_spec=study_spec, store_root=store_root,
-                                   dataset_location=prep.output, stage=stage)
+                                   dataset_location=prep.outputs["Output"], stage=stage)
                 this.set_caching_options(False).set_display_name(f"round-{stage}")
                 if previous is not None:
                     this.after(previous)
@@ -151,10 +162,13 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
 
 def compile_pipeline(spec: StudySpec, output: str, store_root: str = "", preset: str = DEFAULT_PRESET,
                      images: dict[str, str] | None = None) -> str:
+    """Compile the study's pipeline for a cluster to ``output``; refuses first what no pod
+    could reach (``cluster_workload.check_for_cluster``)."""
     from kfp import compiler
 
     from batchscale.pipelines.compiled_defaults import keep_integer_defaults
 
+    check_for_cluster(spec, get_preset(preset).image, images)
     compiler.Compiler().compile(build_pipeline(spec, store_root, preset, images), output)
     keep_integer_defaults(output, spec.to_dict())
     return output

@@ -9,7 +9,10 @@ for minutes, silently on the console) or that a task just failed, before the pip
 as a whole gives up. ``TaskLog.read`` returns what is new since its last call.
 
 The lines read are kfp.local 2.17's: ``Executing task 'NAME'`` and ``Task 'NAME' finished
-with status FAILURE`` (ANSI colours stripped), and urllib3/requests/socket error texts.
+with status FAILURE`` (ANSI colours stripped), urllib3/requests/socket error texts, and
+the trainer's ``trial B/ID: resumed from its checkpoint at step S``
+(``training.trial_lifecycle``), which only the log tells: the store shows a resumed trial
+as one more unfinished trial.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ EXCEPTION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)): (.+)$
 NETWORK = re.compile(r"(NameResolutionError|Failed to resolve|Temporary failure in name resolution|"
                      r"Name or service not known|Network is unreachable|No route to host|"
                      r"Connection refused|Max retries exceeded|urlopen error)")
+RESUMED = re.compile(r"\btrial (\d+)/(\d+): resumed from its checkpoint at step (\d+)")
 HOST = re.compile(r"(?:host='|Failed to resolve ')([^':]+)")
 REASON = re.compile(r"\(\[Errno -?\d+\] ([^)\]]+)\)|\[Errno -?\d+\] ([^'\")\]]+)")
 
@@ -36,8 +40,9 @@ PHASES = {"prepare-data": "preparing data", "plan-round": "planning",
 
 @dataclass(frozen=True)
 class LogEvent:
-    """``kind``: "task" (``task`` started), "network" (``detail``: host and reason) or
-    "failed" (``task`` failed; ``detail``: the last exception line it printed, or "").
+    """``kind``: "task" (``task`` started), "network" (``detail``: host and reason),
+    "failed" (``task`` failed; ``detail``: the last exception line it printed, or "") or
+    "resumed" (a trial resumed from its checkpoint; ``detail``: ``BATCH_SIZE/TRIAL_ID``).
     ``task`` is the component's name, without the compiler's copy number."""
 
     kind: str
@@ -81,6 +86,8 @@ class TaskLog:
             return LogEvent("task", self.task)
         if match := FAILED.search(line):
             return LogEvent("failed", component(match.group(1)), self.last_exception)
+        if match := RESUMED.search(line):
+            return LogEvent("resumed", self.task, f"{match.group(1)}/{match.group(2)}")
         if match := EXCEPTION.match(line):
             self.last_exception = f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2).strip()}"
         if NETWORK.search(line):

@@ -26,6 +26,7 @@ import json
 import math
 import sys
 
+from batchscale.cli.options import WIDE_HINT, add_wide_arg, check_goal_flags, table_width
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError
 
@@ -78,6 +79,7 @@ def add_report_command(sub) -> None:
                           "spec's price_per_device_hour, else the list price of the preset the "
                           "trials ran on)")
     rep.add_argument("--out", help="report folder, local or gs:// (default: the study's report/)")
+    add_wide_arg(rep)
     rep.set_defaults(func=cmd_report)
 
 
@@ -110,6 +112,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.resamples < 0:
         raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
     price = parse_price(getattr(args, "price", None))
+    check_goal_flags(args.goal)
     try:
         result, written = report_study(
             args.study, out=args.out, goals=args.goal, num_trials=args.trials,
@@ -119,7 +122,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except UnreadableStudy as err:
         return _unreadable(err)
     doc = summary_json(result)
-    print_summary(result.steps, doc, written["html"])
+    print_summary(result.steps, doc, written["html"], width=table_width(args))
     return print_damaged(doc.get("damaged"))
 
 
@@ -138,15 +141,17 @@ def print_damaged(damaged: list[dict] | None) -> int:
     return EXIT_DAMAGED if damaged else 0
 
 
-def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = None) -> None:
+def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = None,
+                  width: int | None = None) -> None:
     """The validation tables, each goal's regimes, warnings, what early stopping leaves
     unknown, batch sizes short of non-divergent trials, then the answer (last, where a
-    terminal leaves it in view: ``analysis.statistics.answer``) and where the report is."""
+    terminal leaves it in view: ``analysis.statistics.answer``) and where the report is.
+    ``width``: the characters the tables must fit (None: every column)."""
     from batchscale.analysis.pages.answer_box import console_lines
     from batchscale.analysis.pages.report_pages import format_table
     from batchscale.analysis.pages.time_pages import noise_scale_line
 
-    print(format_table(steps[steps["split"] == "val"]))
+    print(format_table(steps[steps["split"] == "val"], width, WIDE_HINT))
     for goal, fit in (doc.get("regimes") or {}).items():
         if not fit.get("fitted"):
             print(f"{goal}: no regime fit ({fit.get('reason')})")
@@ -231,8 +236,9 @@ def _estimate_line(name: str, fit: dict, key: str) -> str:
                                     level=fit.get("level", 0.95), short=True)
 
 
-def print_stored_report(spec, store, elapsed: float | None = None) -> int:
-    """After a local run: print what the pipeline's aggregate step wrote to the store."""
+def print_stored_report(spec, store, elapsed: float | None = None, width: int | None = None) -> int:
+    """After a local run: print what the pipeline's aggregate step wrote to the store
+    (``width``: as ``print_summary``'s)."""
     import pandas as pd
 
     base = f"{spec.name}/report"
@@ -241,7 +247,7 @@ def print_stored_report(spec, store, elapsed: float | None = None) -> int:
                                 f"{store.url(spec.name)}` to build it")
     steps = pd.read_csv(io.StringIO(store.fs.read_text(f"{base}/steps_to_result.csv")))
     doc = json.loads(store.fs.read_text(f"{base}/summary.json"))
-    print_summary(steps, doc, store.url(f"{base}/report.html"), elapsed)
+    print_summary(steps, doc, store.url(f"{base}/report.html"), elapsed, width)
     return print_damaged([_on_this_machine(d, store) for d in doc.get("damaged") or []])
 
 
@@ -288,6 +294,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from batchscale.analysis.compare import compare_studies, format_comparison, write_comparison
     from batchscale.analysis.reading.study_reader import UnreadableStudy
 
+    check_goal_flags(args.goal)
     try:
         result = compare_studies(args.studies, goal=args.goal, split=args.split,
                                  normalize_at=args.normalize_at, num_trials=args.trials,

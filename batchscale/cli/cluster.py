@@ -8,6 +8,8 @@
 
 Connection: --host URL or --port-forward, with --token-file or --iap-client-id where the
 cluster needs them (see batchscale.pipelines.kfp_connect). Thin: the work is in kfp_publish.
+What no pod could reach of the user's workload (a model named by its file, local data, a
+build without the user image) is refused before any connection is made.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from batchscale.cli.options import (
     pipeline_store_arg,
 )
 from batchscale.pipelines import kfp_connect, kfp_publish
+from batchscale.pipelines.cluster_workload import check_for_cluster
 from batchscale.pipelines.gke_settings import KSA_NAME
+from batchscale.pipelines.placement import get_preset
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +39,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     store_root = pipeline_store_arg(args) or (spec.store if spec.store.startswith("gs://") else "")
     images = images_arg(args)
+    check_for_cluster(spec, get_preset(args.preset).image, images)  # before any connection
     with kfp_connect.connect(args) as (client, ui_base):
         out = kfp_publish.upload(client, spec, args.preset, images=images, store_root=store_root)
     what = ("created pipeline and version" if out["pipeline_created"]
@@ -49,6 +54,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     kfp_publish.require_gs_store(spec)  # before any connection is made
     images = images_arg(args)
+    check_for_cluster(spec, get_preset(args.preset).image, images)  # before any connection
     with kfp_connect.connect(args) as (client, ui_base):
         out = kfp_publish.submit(client, spec, args.preset, images=images, experiment=args.experiment,
                                  pipeline_root=args.pipeline_root, service_account=args.service_account,

@@ -6,7 +6,9 @@ fields. They register those flags with ``add_spec_args`` and read them back with
 ``build_spec``, so every command accepts the same overrides and refuses the same bad
 values (``parse_spec`` is the one door; a bad value raises SpecError, which the root
 prints as one line). ``compile``, ``upload`` and ``submit`` also share the placement
-flags (``--preset``, ``--images``) and the check of ``--pipeline-store``.
+flags (``--preset``, ``--images``) and the check of ``--pipeline-store``. Every ``--goal``
+passes ``check_goal_flags`` (a comparison the shell took as a redirection); ``report`` and
+``run`` fit their results table to the terminal unless ``--wide`` (``table_width``).
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
     if args.trials is not None:
         raw["trials_per_batch_size"] = args.trials
     if args.goal:
+        check_goal_flags(args.goal)  # a comparison the shell took as a redirection
         raw["goals"] = list(args.goal)  # the one goal syntax, checked by parse_spec
     if args.optimizer is not None:
         raw = _switched_space(raw, written, args.optimizer)
@@ -143,6 +146,18 @@ def _switched_space(raw: dict, written, optimizer: str) -> dict:
     return raw
 
 
+def check_here(spec: StudySpec) -> StudySpec:
+    """``spec`` once a user's files and model pass the deep check
+    (``training.workload_check``: Keras imported for theirs only), for the commands that
+    train or check on this machine (``validate``, ``plan``, ``run --local``). A cluster's
+    commands (``compile``, ``plan --compile``, ``upload``, ``submit``) leave it to the pod,
+    whose image holds the user's code (pipelines/cluster_workload.py)."""
+    from batchscale.training.workload_check import check_user_workload
+
+    check_user_workload(spec)
+    return spec
+
+
 def _workload_start(args: argparse.Namespace) -> dict:
     """The raw spec ``--workload DATASET/MODEL`` starts from: that workload's defaults.
     With a SPEC it is refused, not silently ignored: a spec's workload is overridden
@@ -182,3 +197,84 @@ def pipeline_store_arg(args: argparse.Namespace) -> str:
     if args.pipeline_store and not args.pipeline_store.startswith("gs://"):
         raise SpecError("--pipeline-store: a cluster run needs a gs://bucket/prefix store")
     return args.pipeline_store or ""
+
+
+# A goal flag that is only a metric name (with its split): what reaches us when the shell
+# took ``>0.9`` (or ``<0.9``) of an unquoted ``--goal metric>0.9`` as a redirection.
+_BARE_METRIC = re.compile(r"^\s*(?:[A-Za-z_]+/)?[A-Za-z_]\w*\s*$")
+_NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+RECENT_SECONDS = 30.0  # a file the redirection created: made this recently (the CLI starts in seconds)
+
+
+def check_goal_flags(goals, flag: str = "--goal", folder: str = ".") -> None:
+    """Refuse a ``--goal`` that has no comparison with a hint to quote it.
+
+    Unquoted, ``--goal classification_error>0.9`` is split by the shell: ``>0.9`` sends
+    our output to a new, empty file named ``0.9`` and we see ``--goal
+    classification_error``; ``<0.9`` reads our input from a file ``0.9`` (the shell
+    refuses the command itself when there is none). When an empty file named like a
+    number was made in ``folder`` in the last ``RECENT_SECONDS``, the hint names it (the
+    user may want it gone) and the goal most likely typed; otherwise it writes the goal
+    in the metric's own direction with VALUE for the number we never saw.
+    Goals with a comparison pass untouched (``parse_goal`` checks them)."""
+    from batchscale.core.names import METRIC_DIRECTIONS
+
+    for goal in [goals] if isinstance(goals, str) else goals or []:
+        if not isinstance(goal, str) or not _BARE_METRIC.match(goal):
+            continue
+        goal = goal.strip()
+        op = "<" if METRIC_DIRECTIONS.get(goal.rsplit("/", 1)[-1], "minimize") == "minimize" else ">"
+        stray = _redirection_file(folder)
+        if stray is not None:
+            name, age = stray
+            typed = f"{goal}{op}{name}"
+            how = (f"likely took '>{name}' as a redirection (an empty file {name!r} was made "
+                   f"in this folder {age:.0f}s ago; delete it)")
+        else:
+            typed, how = f"{goal}{op}VALUE", "may have taken '<VALUE' or '>VALUE' as a redirection"
+        raise SpecError(f"{flag}: {goal!r} has no comparison; the shell {how}: quote the goal, "
+                        f"{flag} '{typed}'")
+
+
+def _redirection_file(folder: str) -> tuple[str, float] | None:
+    """The newest empty file in ``folder`` named like a number and made in the last
+    ``RECENT_SECONDS`` (what ``>0.9`` leaves), with its age in seconds; or None."""
+    import os
+    import time
+
+    found, now = [], time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if (_NUMBER.match(entry.name) and entry.is_file(follow_symlinks=False) and info.st_size == 0
+                and now - info.st_mtime <= RECENT_SECONDS):
+            found.append((info.st_mtime, entry.name))
+    if not found:
+        return None
+    made, name = max(found)
+    return name, max(now - made, 0.0)
+
+
+WIDE_HINT = "; --wide shows every column"  # after the columns a table left out to fit
+
+
+def add_wide_arg(parser: argparse.ArgumentParser) -> None:
+    """--wide: the steps-to-result table with every column, however wide the terminal."""
+    parser.add_argument("--wide", action="store_true",
+                        help="print the results table with every column (default: the columns "
+                             "that fit the terminal, 80 when it is not one; the rest are named "
+                             "below the table and are in steps_to_result.csv)")
+
+
+def table_width(args: argparse.Namespace) -> int | None:
+    """The width the results table must fit: None with --wide, else the terminal's
+    (``COLUMNS`` when set; 80 when stdout is no terminal)."""
+    import shutil
+
+    return None if getattr(args, "wide", False) else shutil.get_terminal_size((80, 24)).columns

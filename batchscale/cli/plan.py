@@ -20,6 +20,7 @@ from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
     build_spec,
+    check_here,
     images_arg,
     pipeline_store_arg,
 )
@@ -59,7 +60,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from batchscale.store.filesystem import check_store_writable
     from batchscale.store.layout import StudyStore
 
-    spec = absolute_store(spec)
+    spec = absolute_store(check_here(spec))  # the probes build the user's model here
     check_store_writable(spec.store)
     store = StudyStore(spec.store)
     store.check_compatible(spec)  # a plan for another study under this name: refused

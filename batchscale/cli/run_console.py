@@ -2,7 +2,8 @@
 
 On a terminal, a live progress bar drawn by rich: the phase (preparing data, training,
 analysing ...), trials done out of those known, how many diverged and run now, elapsed
-time and an ETA from the rates measured in this run, with the lines worth keeping
+time and an ETA from the rates measured in this run (counting the trials later search
+rounds will likely add, ``rounds.expected``), with the lines worth keeping
 (best steps per batch size as they improve, a task that failed, a host that cannot be
 reached) printed above it. Anywhere else (a pipe, a CI log, a file) the same facts as
 plain lines, one per change, each stamped with the seconds since the run started: a live
@@ -11,6 +12,7 @@ bar would only fill a log with redraws.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -31,20 +33,7 @@ class RunConsole:
         self.last_best = ""
         self.bar = None
         if self.live:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self.bar = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(),
-                TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
-                TextColumn("{task.fields[eta]}"),
-                console=Console(file=self.stream, force_terminal=True, highlight=False),
-                refresh_per_second=4)
+            self.bar = _two_line_bar(self.stream)
             self.task = self.bar.add_task("starting", total=None, detail="", eta="")
             self.bar.start()
 
@@ -52,9 +41,10 @@ class RunConsole:
         """The study's state after a poll: redrawn on a terminal, a line when it changed."""
         line = f"{phase}: {progress.line()}"
         if self.bar is not None:
+            later = progress.eta_later()
             self.bar.update(self.task, description=phase, completed=progress.done,
-                            total=progress.total or None, detail=progress.counts(),
-                            eta=progress.eta())
+                            total=progress.total or None, eta=progress.eta_time(),
+                            detail=progress.counts() + (f"; ETA {later}" if later else ""))
             best = progress.best()
             if best != self.last_best and any(s is not None for s in progress.best_steps.values()):
                 self.say(elapsed, f"best steps per batch size {best}")
@@ -80,6 +70,27 @@ class RunConsole:
             self.bar = None
 
 
+def _two_line_bar(stream):
+    """rich's live bar on two lines: the phase, the bar, the elapsed time and the ETA, then
+    the counts (and what the ETA includes), which wrap. On one line, as before, an
+    80-column terminal cut the counts and the ETA short."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class TwoLines(Progress):
+        def get_renderables(self):
+            yield self.make_tasks_table(self.tasks)
+            for task in self.tasks:
+                if task.fields.get("detail"):
+                    yield Text("  " + task.fields["detail"])
+
+    return TwoLines(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.fields[eta]}"),
+                    console=Console(file=stream, force_terminal=True, highlight=False),
+                    refresh_per_second=4)
+
+
 class RunWatch:
     """One poll of the run: what the task log says (phase, an unreachable host, a failed
     task: each said once, at once) and what the store says (trials done, best steps)."""
@@ -92,6 +103,7 @@ class RunWatch:
         self.task_log = TaskLog(log_path)
         self.phase, self.rounds = "starting", 0
         self.outage: float | None = None  # when the store was first found unreachable
+        self.resumed: set[str] = set()  # BATCH/ID of the trials resumed from checkpoints
 
     def elapsed(self) -> float:
         return time.time() - self.started
@@ -111,6 +123,8 @@ class RunWatch:
                     f"{phase_of(event.task) if event.task else self.phase}: cannot reach "
                     f"{event.detail}; the task keeps retrying (Ctrl-C stops the run){hint}; "
                     f"log: {self.log_path}"))
+            elif event.kind == "resumed":
+                self.resumed.add(event.detail)
             elif event.kind == "failed":
                 self.console.say(self.elapsed(), (
                     f"task {event.task} failed: {event.detail or 'see the log'}; "
@@ -134,4 +148,18 @@ class RunWatch:
             self.console.say(self.elapsed(),
                              f"store reachable again after {time.time() - self.outage:.0f}s")
             self.outage = None
-        self.console.status(self.elapsed(), self.phase, progress)
+        self.console.status(self.elapsed(), self.phase, self.with_resumed(progress))
+
+    def with_resumed(self, progress: Progress) -> Progress:
+        """``progress`` with the count of trials resumed, which only the task log knows."""
+        return dataclasses.replace(progress, resumed=len(self.resumed))
+
+
+def picked_up_line(progress: Progress) -> str | None:
+    """``resumed 5 trials from checkpoints, re-used 12 finished trials``: what a run took
+    over from an earlier one, said once at its end (None: nothing, a fresh study)."""
+    parts = [f"resumed {progress.resumed} trial{'s' if progress.resumed != 1 else ''} from "
+             "checkpoints" if progress.resumed else "",
+             f"re-used {progress.reused} finished trial{'s' if progress.reused != 1 else ''}"
+             if progress.reused else ""]
+    return ", ".join(p for p in parts if p) or None

@@ -30,9 +30,12 @@ import time
 from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
+    add_wide_arg,
     build_spec,
+    check_here,
     images_arg,
     pipeline_store_arg,
+    table_width,
 )
 from batchscale.core.spec import SpecError, StudySpec
 
@@ -81,6 +84,7 @@ def add_commands(sub) -> None:
     add_spec_args(run)
     run.add_argument("--local", action="store_true", help="run on this machine with kfp.local")
     run.add_argument("--work-dir", default=".batchscale", help="kfp outputs and logs (default: .batchscale)")
+    add_wide_arg(run)
     run.set_defaults(func=cmd_run)
     comp = sub.add_parser("compile", help="write the pipeline YAML")
     add_spec_args(comp)
@@ -101,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from batchscale.store.filesystem import check_no_escaping_links, check_store_writable
     from batchscale.store.layout import StudyStore
 
-    spec = absolute_store(build_spec(args))
+    spec = absolute_store(check_here(build_spec(args)))
     check_store_writable(spec.store)  # a file, a read-only folder: refused before anything runs
     check_no_escaping_links(spec.store, (spec.name, "datasets"))
     store = StudyStore(spec.store)
@@ -123,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     previous = {signum: signal.signal(signum, _raise_terminated)
                 for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        code = _run_pipeline(spec, store, work, log_path, spec_path, started)
+        code = _run_pipeline(spec, store, work, log_path, spec_path, started, table_width(args))
         raise_if_terminated()  # a signal swallowed while the report was printed
         return code
     except Terminated as stopped:
@@ -139,11 +143,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: str,
-                  started: float) -> int:
-    """Start local_run, show progress until it ends, print the report. Any way out of the
-    progress loop (Ctrl-C, SIGTERM, an error) stops the pipeline's whole process group."""
+                  started: float, width: int | None = None) -> int:
+    """Start local_run, show progress until it ends, print the report (its table fitted to
+    ``width``). Any way out of the progress loop (Ctrl-C, SIGTERM, an error) stops the
+    pipeline's whole process group."""
     from batchscale.cli.analysis import print_stored_report
-    from batchscale.cli.run_console import RunConsole, RunWatch
+    from batchscale.cli.run_console import RunConsole, RunWatch, picked_up_line
     from batchscale.pipelines.progress import ProgressTracker
 
     with open(log_path, "w") as log:
@@ -180,8 +185,11 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
         print(f"batchscale: error: the local pipeline failed after {elapsed:.0f}s: {reason}; "
               f"full log: {log_path}", file=sys.stderr)
         return 1
-    print(f"[{elapsed:7.0f}s] {tracker.poll().line()}")
-    return print_stored_report(spec, store, elapsed=elapsed)
+    final = watch.with_resumed(tracker.poll())
+    print(f"[{elapsed:7.0f}s] {final.line()}")
+    if picked_up := picked_up_line(final):
+        print(f"[{elapsed:7.0f}s] {picked_up}")
+    return print_stored_report(spec, store, elapsed=elapsed, width=width)
 
 
 def _polling_store(spec: StudySpec):
@@ -240,8 +248,12 @@ def failure_reason(log_text: str) -> str:
 
 
 def absolute_store(spec: StudySpec) -> StudySpec:
-    """``spec`` with a local store as an absolute path (kfp.local's tasks run elsewhere).
-    The spec is valid already: no second parse."""
+    """``spec`` with a local store, a model file and local data files as absolute paths
+    (kfp.local's tasks run elsewhere; ``workload_spec.absolute_paths``). The spec is valid
+    already: no second parse."""
+    from batchscale.validation.workload_spec import absolute_paths
+
+    spec = dataclasses.replace(spec, workload=absolute_paths(spec.workload))
     if spec.store.startswith("gs://"):
         return spec
     return dataclasses.replace(spec, store=os.path.abspath(os.path.expanduser(spec.store)))
@@ -269,7 +281,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from batchscale.pipelines.placement import pack_size_for
     from batchscale.search.packs import make_packs
 
-    spec = build_spec(args)
+    spec = check_here(build_spec(args))
     print(json.dumps(spec.to_dict(), indent=2))
     sys.stdout.flush()  # a closed stdout ends the command here, before anything reaches stderr
     size = pack_size_for(spec, args.preset)

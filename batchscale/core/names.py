@@ -71,6 +71,21 @@ def is_model_function(model: str) -> bool:
     return isinstance(model, str) and ":" in model
 
 
+def model_folder(model: str) -> str:
+    """A model's folder name in a study (``<dataset>/<model>/<optimizer>``): a registry
+    model's name; a user's function as ``<module or file stem>.<function>`` in letters,
+    digits, ``.``, ``_`` and ``-`` (``pkg.nets:build`` -> ``pkg.nets.build``,
+    ``models/cnn.py:build`` -> ``cnn.build``)."""
+    import re
+
+    if not is_model_function(model):
+        return model
+    where, _, function = model.rpartition(":")
+    stem = where.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    stem = stem[:-3] if stem.endswith(".py") else stem
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stem}.{function}").strip(".") or "model"
+
+
 # ---- optimizers and schedules (paper Section 2.2 and Appendix C) ---------------------
 # The paper's three (TensorFlow MomentumOptimizer rules) and the Adam family.
 PAPER_OPTIMIZERS = ("sgd", "momentum", "nesterov_momentum")

@@ -17,7 +17,11 @@ from dataclasses import asdict, dataclass, field, replace
 
 from batchscale.core.errors import SpecError, fail_field  # noqa: F401  (re-exported)
 from batchscale.core.goals import Goal  # noqa: F401  (a StudySpec field's type)
-from batchscale.core.names import BACKENDS, PRECISIONS  # noqa: F401  (allowed values)
+from batchscale.core.names import (  # noqa: F401  (BACKENDS, PRECISIONS: allowed values)
+    BACKENDS,
+    PRECISIONS,
+    model_folder,
+)
 from batchscale.core.protocols import DEFAULT as DEFAULT_PROTOCOL
 from batchscale.core.protocols import StoppingProtocol
 
@@ -182,6 +186,12 @@ class Workload:
     options: dict = field(default_factory=dict)
     task: str = ""
     data: DataFiles | None = None
+
+    @property
+    def path(self) -> str:
+        """The workload's folder in its study, as the paper's database lays it out:
+        ``<dataset>/<model>/<optimizer>`` (a user's model function by ``model_folder``)."""
+        return f"{self.dataset}/{model_folder(self.model)}/{self.optimizer}"
 
     def to_dict(self) -> dict:
         """The spec's form: files as the ``dataset`` mapping; ``task`` and ``data`` only

@@ -110,14 +110,13 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -
     from batchscale.store.profiles import write_plan, write_step_times
     from batchscale.training.keras_setup import hardware, select_backend
     from batchscale.training.step_timing import time_steps
-    from batchscale.workloads import get_dataset
-    from batchscale.workloads.dataset_registry import open_pipeline
+    from batchscale.workloads.dataset_registry import dataset_for, open_pipeline
     from batchscale.workloads.prepare import prepare_dataset
 
     started = time.time()
     check_backend(spec)  # refused before anything is written
-    prepare_dataset(store, spec.workload.dataset, log)
-    pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
+    prepare_dataset(store, dataset_for(spec.workload), log)
+    pipeline = open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
     check_probeable(spec, pipeline)  # before Keras is imported for a backend
     select_backend(spec.backend)
     small = min(spec.batch_sizes)

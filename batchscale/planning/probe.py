@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from batchscale.core.goals import first_step_reaching
+from batchscale.core.names import TASK_LOSS_METRIC
 from batchscale.core.spec import StudySpec
 from batchscale.training.step_timing import device_arrays, probe_pack, probe_parameters
+from batchscale.training.task_losses import VMAPPED_TASKS, stateless_loss
 
 MICROBATCHES = 64  # gradients per noise measurement: B_big = MICROBATCHES x b
 PROBE_QUANTILES = (0.25, 0.5, 0.75)  # learning rates of the probe runs, in their range
@@ -68,25 +70,26 @@ def check_backend(spec: StudySpec) -> None:
 def check_probeable(spec: StudySpec, pipeline) -> None:
     """Refuse, in one line, a study the probes cannot measure."""
     check_backend(spec)
-    if not pipeline.in_memory or pipeline.task != "classification":
+    if not pipeline.in_memory or pipeline.task not in VMAPPED_TASKS:
         raise ValueError(
-            f"the probes need an in-memory classification data set; {spec.workload.dataset} "
+            f"the probes need an in-memory classification or regression data set; "
+            f"{spec.workload.dataset} "
             f"({pipeline.task}, {'in memory' if pipeline.in_memory else 'streamed'}) is not: "
             "its trials' own timings give its step-time profile")
 
 
 def _gradient_stats(step_fn):
     """jitted (trainable, non_trainable, xs (m, b, ...), ys) -> (mean_i |g_i|^2, |mean_i g_i|^2):
-    the m gradients are summed in a scan, so memory stays one gradient, not m."""
+    the m gradients are summed in a scan, so memory stays one gradient, not m. The loss
+    is the task's (``task_losses.stateless_loss``, no label smoothing)."""
     import jax
     import jax.numpy as jnp
-    from keras import ops
 
     model = step_fn.model
 
     def loss(trainable, non_trainable, x, y):
-        logits, _ = model.stateless_call(trainable, non_trainable, x, training=True)
-        return ops.mean(ops.categorical_crossentropy(y, logits, from_logits=True))
+        outputs, _ = model.stateless_call(trainable, non_trainable, x, training=True)
+        return stateless_loss(step_fn.task, outputs, y, 0.0, step_fn.num_classes)
 
     grad = jax.grad(loss)
 
@@ -123,6 +126,7 @@ def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
         raise ValueError(f"batch size {batch_size} leaves fewer than 2 batches in the "
                          f"{n} training examples: the noise probe needs a smaller batch size")
     goal = spec.goals[0]
+    loss_column = f"train/{TASK_LOSS_METRIC[pipeline.task]}"  # what divergence is judged on
     runs = [ProbeRun(probe_parameters(spec, q)) for q in PROBE_QUANTILES]
     x_all, y_all = device_arrays(pipeline)
     rng = np.random.default_rng(spec.seed)
@@ -149,7 +153,7 @@ def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
                 if run.diverged or run.crossing is not None:
                     continue
                 run.rows.append(row)
-                loss, initial = row["train/cross_entropy_error"], run.rows[0]["train/cross_entropy_error"]
+                loss, initial = row[loss_column], run.rows[0][loss_column]
                 if step and (not np.isfinite(loss) or loss > spec.evaluation.divergence_factor * initial
                              or not bool(finite[i])):
                     run.diverged = True

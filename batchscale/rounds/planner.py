@@ -66,18 +66,23 @@ def planned_trials(spec: StudySpec, store: StudyStore) -> list[TrialSpec]:
 
 def _results(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
              metadata: dict[int, dict | None]) -> list[TrialResult]:
-    goal = spec.goals[0]
-    column = f"val/{goal.metric}"
     out = []
     for trial in trials:
-        meta = metadata[trial.trial_id] or {}
-        diverged = meta.get("status") == "INFEASIBLE"
+        diverged = (metadata[trial.trial_id] or {}).get("status") == "INFEASIBLE"
         rows = [] if diverged else store.read_measurements(spec, trial)
-        values = [float(row[column]) for row in rows if _finite(row.get(column))]
-        best = (min(values) if goal.direction == "minimize" else max(values)) if values else None
-        out.append(TrialResult(trial.trial_id, trial.parameters, diverged,
-                               first_step_reaching(rows, goal), best))
+        out.append(trial_result(spec, trial, diverged, rows))
     return out
+
+
+def trial_result(spec: StudySpec, trial: TrialSpec, diverged: bool, rows: list[dict]) -> TrialResult:
+    """What ``next_round`` needs of one finished trial, from its measurement rows (none
+    for a diverged trial): the planner's reading, and the progress line's estimate of
+    what later rounds add (``rounds.expected``)."""
+    goal = spec.goals[0]
+    column = f"val/{goal.metric}"
+    values = [float(row[column]) for row in rows if _finite(row.get(column))]
+    best = (min(values) if goal.direction == "minimize" else max(values)) if values else None
+    return TrialResult(trial.trial_id, trial.parameters, diverged, first_step_reaching(rows, goal), best)
 
 
 def _finite(value) -> bool:

@@ -149,6 +149,9 @@ class LocalStorage(Storage):
         with open(self._path(path), "rb") as f:
             return f.read()
 
+    def open_read(self, path: str):
+        return open(self._path(path), "rb")
+
     def write_bytes(self, path: str, data: bytes) -> None:
         atomic_local_write(self._path(path), lambda f: f.write(data))
 

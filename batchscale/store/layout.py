@@ -45,8 +45,7 @@ class StudyStore:
     # ---- paths --------------------------------------------------------------------
     @staticmethod
     def batch_dir(spec: StudySpec, batch_size: int) -> str:
-        w = spec.workload
-        return f"{spec.name}/{w.dataset}/{w.model}/{w.optimizer}/{batch_size}"
+        return f"{spec.name}/{spec.workload.path}/{batch_size}"
 
     def trial_dir(self, spec: StudySpec, trial: TrialSpec) -> str:
         return f"{self.batch_dir(spec, trial.batch_size)}/{trial.trial_id}"
@@ -156,12 +155,16 @@ class StudyStore:
         return self.fs.exists(f"datasets/{name}/info.json")
 
     def write_dataset(self, name: str, splits: dict, info: dict) -> None:
-        """Write every split, then info.json last: its presence marks a complete cache."""
+        """Write every split, then info.json last: its presence marks a complete cache.
+        info.json records each split file's sha256 (``"sha256": {"train.npz": ...}``)."""
+        digests = {}
         for split, (images, labels) in splits.items():
             buffer = io.BytesIO()
             np.savez(buffer, x=images, y=labels)
-            self.fs.write_bytes(f"datasets/{name}/{split}.npz", buffer.getvalue())
-        self.write_dataset_info(name, info)
+            data = buffer.getvalue()
+            digests[f"{split}.npz"] = hashlib.sha256(data).hexdigest()
+            self.fs.write_bytes(f"datasets/{name}/{split}.npz", data)
+        self.write_dataset_info(name, {**info, "sha256": digests})
 
     def write_dataset_info(self, name: str, info: dict) -> None:
         self.fs.write_text(f"datasets/{name}/info.json", json.dumps(info, indent=2))

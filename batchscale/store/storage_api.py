@@ -113,6 +113,15 @@ class Storage(abc.ABC):
     def read_bytes(self, path: str) -> bytes:
         """Return the file's content; FileNotFoundError if it is missing."""
 
+    def open_read(self, path: str) -> IO[bytes]:
+        """A seekable binary file object reading ``path`` (a context manager): readers that
+        need only part of a large file (an archive's index, a Parquet footer, an image's
+        header) read just that part. This default reads the whole file into memory;
+        backends override it with a real file or ranged reads."""
+        import io
+
+        return io.BytesIO(self.read_bytes(path))
+
     def read_text(self, path: str) -> str:
         """Return the file's content decoded as UTF-8."""
         return self.read_bytes(path).decode("utf-8")

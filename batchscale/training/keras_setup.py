@@ -220,7 +220,9 @@ def make_loss(task: str, label_smoothing: float = 0.0):
     """The training loss of a task (metrics are computed separately, without smoothing).
 
     Language models average over real tokens only: padding carries weight 0 and the
-    mean divides by the sum of weights, not by the padded size.
+    mean divides by the sum of weights, not by the padded size. Regression: the mean
+    squared error over every predicted value (label smoothing does not apply). The
+    vmapped step's losses are the same formulas (``task_losses.stateless_loss``).
     """
     import keras
 
@@ -231,4 +233,6 @@ def make_loss(task: str, label_smoothing: float = 0.0):
     if task == "language_model":
         return keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction="mean_with_sample_weight")
+    if task == "regression":
+        return keras.losses.MeanSquaredError()
     raise ValueError(f"unknown task {task!r}")

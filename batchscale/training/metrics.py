@@ -22,6 +22,9 @@ prefix (``val/average_precision``):
   sum of -log p(token) over real tokens / number of real tokens; the weights mark the real
   tokens (padding has weight 0), so which tokens count (e.g. end of sentence) is the data
   pipeline's choice.
+- regression (predictions (B, k), float targets (B, k), or (B,) when k = 1):
+  ``mean_squared_error`` and ``mean_absolute_error``, each example's mean over its k values,
+  averaged over the examples (Keras' ``MeanSquaredError`` and ``MeanAbsoluteError``).
 
 Optional ``weights`` in ``update`` also let a padded final batch be masked: (B,) per
 example, or (B, C) per pair for multilabel. Non-finite logits in any batch make every
@@ -132,7 +135,8 @@ class MetricAccumulator:
     batch, then ``result()`` -> ``{metric: value}`` (names as in ``TASK_METRICS``).
 
     Shapes: classification logits (B, C), int targets (B,); multilabel logits (B, C), 0/1
-    targets (B, C); language_model logits (B, T, V), int targets (B, T). ``weights``: 0/1 (or
+    targets (B, C); language_model logits (B, T, V), int targets (B, T); regression
+    predictions (B, k), targets (B, k) or (B,) for k = 1. ``weights``: 0/1 (or
     any non-negative) per example (B,), per pair (B, C) for multilabel, per token (B, T)
     for language models; None means all 1.
     """
@@ -145,6 +149,7 @@ class MetricAccumulator:
         self.weight = 0.0  # examples, pairs or tokens counted
         self.cross_entropy = 0.0  # their summed cross entropy
         self.errors = 0.0  # classification only
+        self.squared = self.absolute = 0.0  # regression only: summed per-example means
         if task == "multilabel":
             self.thresholds = pr_thresholds(num_thresholds)
             self.positives = np.zeros(num_thresholds + 1)
@@ -203,11 +208,24 @@ class MetricAccumulator:
             self.cross_entropy += float(np.sum(w[start:start + rows] * nll))
         self.weight += float(np.sum(w))
 
+    def _update_regression(self, predictions, targets, weights):
+        flat = targets.ndim == 1 and predictions.ndim == 2 and predictions.shape == (len(targets), 1)
+        if predictions.ndim != 2 or not (flat or targets.shape == predictions.shape):
+            raise ValueError(f"regression needs predictions (B, k) and targets (B, k) or (B,); "
+                             f"got {predictions.shape} and {targets.shape}")
+        w = np.ones(len(targets)) if weights is None else np.asarray(weights, dtype=np.float64)
+        error = predictions.astype(np.float64) - targets.astype(np.float64).reshape(predictions.shape)
+        self.squared += float(np.sum(w * np.mean(np.square(error), axis=1)))
+        self.absolute += float(np.sum(w * np.mean(np.abs(error), axis=1)))
+        self.weight += float(np.sum(w))
+
     def result(self) -> dict[str, float]:
         names = TASK_METRICS[self.task]
         if not self.finite or self.weight == 0:
             return dict.fromkeys(names, math.nan)
-        out = {"cross_entropy_error": self.cross_entropy / self.weight}
+        out = {"cross_entropy_error": self.cross_entropy / self.weight,
+               "mean_squared_error": self.squared / self.weight,
+               "mean_absolute_error": self.absolute / self.weight}
         if self.task == "classification":
             out["classification_error"] = self.errors / self.weight
         if self.task == "multilabel":

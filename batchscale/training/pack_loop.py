@@ -8,7 +8,8 @@ measurements.csv, checkpoints, live curves, crossings) is written by its own
 A finished trial's slot is trained on and ignored until the pack ends (see
 ``_Loop._finish_some``): a pack's width never changes while it trains. Under a protocol
 that trains in ``lockstep`` (one that races) a pack's groups (``pack_groups``: one trial
-each on a CPU) train interleaved, evaluation by evaluation, so the earliest goal crossing
+each on a CPU; trials of a user's model whose model parameters differ in groups apart,
+``_model_groups``) train interleaved, evaluation by evaluation, so the earliest goal crossing
 is known before any trial trains past it; otherwise one group after another.
 
 Checkpoints hold, per unfinished trial, its variables, optimizer state, step, data-order
@@ -24,6 +25,7 @@ so its measurements equal those of an uninterrupted run.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -35,10 +37,12 @@ from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.pack_groups import in_lockstep, pack_groups
 from batchscale.training.signals import Stopped
+from batchscale.training.task_losses import loss_targets
 from batchscale.training.trainer import resolve_parameters, trial_seed
 from batchscale.training.trial_lifecycle import FLUSH_SECONDS, TrialLife, crossing_board, trial_metadata
 from batchscale.workloads.data_order import EpochPermutations
 from batchscale.workloads.defaults import pack_capacity
+from batchscale.workloads.models.user_model import model_parameters
 
 CHUNK_SECONDS = 1.0  # target wall time of one compiled chunk: how soon a stop is noticed
 
@@ -78,10 +82,11 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
     max_steps = spec.max_steps[batch_size]
     x, y = pipeline.arrays("train")
     x_all = jnp.asarray(x)
-    y_all = jnp.asarray(np.eye(pipeline.num_outputs, dtype=np.float32)[y])
+    y_all = jnp.asarray(loss_targets(pipeline.task, y, pipeline.num_outputs))
     slots = SLOTS[spec.workload.optimizer]
 
     runs, arrays, evaluators = [], [], []
+    models: dict[str, object] = {}  # per model (``_model_key``): the one its PackStep calls
     started = time.time()
     # one board for the whole pack: a crossing one group publishes, every group sees at once
     board = crossing_board(store, spec, batch_size)
@@ -90,7 +95,8 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
             seed = trial_seed(spec, trial)
             seed_keras(seed, spec.backend)
             model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
-                                task=pipeline.task)
+                                task=pipeline.task, parameters=trial.parameters)
+            models.setdefault(_model_key(trial), model)
             run = _new_run(store, spec, trial, pipeline, seed, max_steps, len(trials), log, board)
             values = initial_arrays(model, slots)
             checkpoint = run.life.start()
@@ -99,25 +105,45 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
             runs.append(run)
             arrays.append(values)
             evaluators.append(Evaluator(None, pipeline, spec.evaluation.train_examples, seed))
-        step_fn = PackStep(model, spec.schedule, spec.workload.optimizer,
-                           any(r.params.get("l2_penalty", 0.0) for r in runs), pipeline.num_outputs)
+        l2 = any(r.params.get("l2_penalty", 0.0) for r in runs)
+        steps = {key: PackStep(m, spec.schedule, spec.workload.optimizer, l2, pipeline.num_outputs,
+                               pipeline.task) for key, m in models.items()}
 
-    def group(members: list[int], slots: list[int | None]):
+    def group(key: str, members: list[int], slots: list[int | None]):
         for i in members:  # until now: data loading, model builds (and earlier groups)
             runs[i].life.metadata["pack_setup_seconds"] = time.time() - started
-        return _Loop(spec, step_fn,
+        return _Loop(spec, steps[key],
                      [runs[members[i]] if i is not None else None for i in slots],
                      [arrays[members[i if i is not None else 0]] for i in slots],
                      [evaluators[members[i if i is not None else 0]] for i in slots],
                      x_all, y_all, time.time(), log, stop)
 
-    groups = pack_groups(runs, max(1, width or vmap_width(spec)))
+    groups = _model_groups(runs, max(1, width or vmap_width(spec)))
     if spec.protocol.lockstep:  # every group at once, evaluation by evaluation
         in_lockstep([group(*g) for g in groups], FLUSH_SECONDS)
     else:  # one group after another: one group's arrays on the device at a time
         for g in groups:
             in_lockstep([group(*g)], FLUSH_SECONDS)
     return [run.life.metadata for run in runs]
+
+
+def _model_key(trial: TrialSpec) -> str:
+    """What a trial's model is built from besides its seed: its model parameters (a
+    user's model function; none for a registry model)."""
+    return json.dumps(model_parameters(trial.parameters), sort_keys=True)
+
+
+def _model_groups(runs: list[TrialRun], width: int) -> list[tuple[str, list[int], list]]:
+    """``pack_groups`` of the runs of each model (``_model_key``), in order of first
+    appearance: trials whose models differ (a user's model function searching its own
+    parameters) cannot share one vmapped step, so each model's trials are grouped apart;
+    a registry model's pack is one model, grouped as before."""
+    by_model: dict[str, list[int]] = {}
+    for i, run in enumerate(runs):
+        by_model.setdefault(_model_key(run.trial), []).append(i)
+    return [(key, [members[m] for m in group], slots)
+            for key, members in by_model.items()
+            for group, slots in pack_groups([runs[i] for i in members], width)]
 
 
 def vmap_width(spec: StudySpec) -> int:

@@ -1,9 +1,9 @@
 """Train a pack of trials of one batch size in one process: ``run_pack``.
 
 A pack pays imports, data loading and compilation once for all its trials. On the JAX
-backend, with in-memory classification data on one device, its trials train together
+backend, with in-memory classification or regression data on one device, its trials train together
 in one jitted step vmapped over them (``pack_loop``); otherwise (TensorFlow backend, a
-trial spread data-parallel over several devices, streamed or non-classification data)
+trial spread data-parallel over several devices, streamed data, other tasks)
 they train one after another in this process with the per-trial trainer.
 
 Either way each trial stays its own: its own seed, data order, metaparameters,
@@ -95,11 +95,10 @@ def _wait_for_others(trials: list[TrialSpec], leases: TrialLeases, log, stop) ->
 def _train(spec: StudySpec, trials: list[TrialSpec], store, log, stop,
            width: int | None) -> list[dict]:
     from batchscale.training.keras_setup import select_backend
-    from batchscale.workloads import get_dataset
-    from batchscale.workloads.dataset_registry import open_pipeline
+    from batchscale.workloads.dataset_registry import dataset_for, open_pipeline
 
     select_backend(spec.backend)
-    pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
+    pipeline = open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
     if vmappable(spec, pipeline, trials[0].batch_size):
         from batchscale.training.pack_loop import train_together
         from batchscale.training.step_timing import profile_pack
@@ -125,9 +124,13 @@ def _train(spec: StudySpec, trials: list[TrialSpec], store, log, stop,
 
 def vmappable(spec: StudySpec, pipeline, batch_size: int) -> bool:
     """Whether the pack's trials can train vmapped together: the JAX backend, in-memory
-    classification data, and one device per trial (a trial spread data-parallel over
-    several devices trains alone)."""
-    if spec.backend != "jax" or not pipeline.in_memory or pipeline.task != "classification":
+    classification or regression data (``task_losses.VMAPPED_TASKS``), and one device per
+    trial (a trial spread data-parallel over several devices trains alone). Trials of a
+    user's model whose model parameters differ train in separate vmapped groups
+    (``pack_loop.train_together``)."""
+    from batchscale.training.task_losses import VMAPPED_TASKS
+
+    if spec.backend != "jax" or not pipeline.in_memory or pipeline.task not in VMAPPED_TASKS:
         return False
     from batchscale.training.keras_setup import replicas_for, training_devices
 

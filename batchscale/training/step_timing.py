@@ -46,7 +46,8 @@ def probe_parameters(spec: StudySpec, quantile: float) -> dict:
 
 def probe_pack(spec: StudySpec, pipeline, params: list[dict]):
     """(model, PackStep, stacked state, stacked metaparameters) of ``params`` trained
-    together with a constant learning rate, every run from the same initial model."""
+    together with a constant learning rate, every run from the same initial model (built
+    with the first run's model parameters: probe runs differ only in trainer settings)."""
     from batchscale.training.keras_setup import seed_keras
     from batchscale.training.optimizer_rules import SLOTS
     from batchscale.training.vmapped_step import PackStep, initial_arrays, stack_hyper, stack_trials
@@ -54,20 +55,24 @@ def probe_pack(spec: StudySpec, pipeline, params: list[dict]):
 
     seed_keras(spec.seed, spec.backend)
     model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
-                        task=pipeline.task)
+                        task=pipeline.task, parameters=params[0])
     slots = SLOTS[spec.workload.optimizer]
     step_fn = PackStep(model, "constant", spec.workload.optimizer,
-                       any(p.get("l2_penalty", 0.0) for p in params), pipeline.num_outputs)
+                       any(p.get("l2_penalty", 0.0) for p in params), pipeline.num_outputs,
+                       pipeline.task)
     state = stack_trials([initial_arrays(model, slots)] * len(params), slots)
     return model, step_fn, state, stack_hyper(params, (), spec.workload.optimizer)
 
 
 def device_arrays(pipeline):
-    """The training split on the device: images, and labels one-hot (the step's form)."""
+    """The training split on the device: inputs, and targets in the step's form
+    (``task_losses.loss_targets``: one-hot labels, or regression's (N, k))."""
     import jax.numpy as jnp
 
+    from batchscale.training.task_losses import loss_targets
+
     x, y = pipeline.arrays("train")
-    return jnp.asarray(x), jnp.asarray(np.eye(pipeline.num_outputs, dtype=np.float32)[y])
+    return jnp.asarray(x), jnp.asarray(loss_targets(pipeline.task, y, pipeline.num_outputs))
 
 
 def time_steps(spec: StudySpec, pipeline, batch_sizes, log=print) -> list[dict]:
@@ -123,8 +128,10 @@ def time_on_devices(spec: StudySpec, pipeline, batch_size: int, devices: int, lo
     if batch_size % devices or devices > len(training_devices()):
         raise ValueError(f"batch size {batch_size} cannot be split over {devices} of "
                          f"{len(training_devices())} devices")
+    from batchscale.training.task_losses import loss_targets
+
     x, y = pipeline.arrays("train")
-    onehot = np.eye(pipeline.num_outputs, dtype=np.float32)
+    targets = loss_targets(pipeline.task, y, pipeline.num_outputs)
     params = probe_parameters(spec, 0.25)
     mesh = Mesh(np.array(jax.devices()[:devices]), ("batch",))
     split, whole = NamedSharding(mesh, PartitionSpec("batch")), NamedSharding(mesh, PartitionSpec())
@@ -144,7 +151,7 @@ def time_on_devices(spec: StudySpec, pipeline, batch_size: int, devices: int, lo
 
         def batch():
             idx = order.take(1)
-            return jax.device_put(x[idx], split), jax.device_put(onehot[y[idx]], split)
+            return jax.device_put(x[idx], split), jax.device_put(targets[idx], split)
 
         one = compiled(one, *batch(), 0)  # compiles and warms up
         jax.block_until_ready(one)
@@ -170,16 +177,17 @@ def profile_devices(spec: StudySpec, store, pipeline, batch_size: int, trained_o
     up that divides it, ``trained_on`` included (one method across the counts: the
     trials' own timings also hold their trainer's overhead), where the store has no such
     record yet, so the report can say where more devices stop saving time. In-memory
-    classification data on the JAX backend only; a failed probe is logged, never raised.
+    classification or regression data on the JAX backend only; a failed probe is logged, never raised.
     Accelerators only (``accelerators_only``): several CPU "devices" exist only when XLA
     is told to fake them (tests), and on a one-thread XLA (a local run's tasks) their
     all-reduce can deadlock and abort the process, which no ``except`` catches."""
     from batchscale.store.profiles import read_step_times, write_step_times
     from batchscale.training.keras_setup import hardware, on_cpu, training_devices
+    from batchscale.training.task_losses import VMAPPED_TASKS
 
     available = len(training_devices())
     if available < 2 or spec.backend != "jax" or not pipeline.in_memory \
-            or pipeline.task != "classification" or (accelerators_only and on_cpu()):
+            or pipeline.task not in VMAPPED_TASKS or (accelerators_only and on_cpu()):
         return []
     kind = hardware(1)["device_kind"]
     known = {(r.get("batch_size"), r.get("devices"), r.get("device_kind"), r.get("precision"))

@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 
 from batchscale.core.goals import all_goals_reached, first_step_reaching
+from batchscale.core.names import TASK_LOSS_METRIC
 from batchscale.core.protocols import STOP_BUDGET, STOP_DIVERGED, STOP_GOAL, STOP_RACE
 from batchscale.core.spec import StudySpec
+from batchscale.workloads.dataset_registry import workload_task
 
 
 def trial_outcome(spec: StudySpec, rows: list[dict], finite: bool, step: int,
@@ -24,8 +26,11 @@ def trial_outcome(spec: StudySpec, rows: list[dict], finite: bool, step: int,
     (COMPLETE, "goal"); the budget spent (COMPLETE, "budget"); under one that ``races``,
     no goal left that this trial could still reach first (COMPLETE, "race": see
     ``raced``; ``board`` is where its batch size's crossings are known, anything with
-    ``earliest() -> {goal index: step}``). The rule both trainers stop by."""
-    loss, initial = rows[-1]["train/cross_entropy_error"], rows[0]["train/cross_entropy_error"]
+    ``earliest() -> {goal index: step}``). The training loss is the task's
+    (``core.names.TASK_LOSS_METRIC``: cross entropy, or regression's mean squared error).
+    The rule both trainers stop by."""
+    metric = f"train/{TASK_LOSS_METRIC[workload_task(spec.workload)]}"
+    loss, initial = rows[-1][metric], rows[0][metric]
     if not finite or not math.isfinite(loss) or loss > spec.evaluation.divergence_factor * initial:
         return "INFEASIBLE", STOP_DIVERGED
     if spec.protocol.stops_at_goal and all_goals_reached(rows, spec.goals):

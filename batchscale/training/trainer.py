@@ -25,6 +25,7 @@ from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
 from batchscale.training.signals import Stopped
+from batchscale.training.task_losses import VMAPPED_TASKS, loss_targets
 from batchscale.training.trial_lifecycle import (
     FLUSH_SECONDS,
     TrialLife,
@@ -32,9 +33,9 @@ from batchscale.training.trial_lifecycle import (
     finished_trial,
     trial_metadata,
 )
-from batchscale.workloads import build_model, get_dataset
+from batchscale.workloads import build_model
 from batchscale.workloads.data_order import EpochPermutations
-from batchscale.workloads.dataset_registry import open_pipeline
+from batchscale.workloads.dataset_registry import dataset_for, open_pipeline
 
 CHUNK_SECONDS = 2.0  # about how long one fit call trains: how soon a stop is noticed
 
@@ -74,7 +75,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
     from batchscale.training.optimizer import make_optimizer
     from batchscale.training.schedules import make_keras_schedule
 
-    pipeline = open_pipeline(store, get_dataset(spec.workload.dataset), spec.workload.options)
+    pipeline = open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
     seed = trial_seed(spec, trial)
     max_steps = spec.max_steps[trial.batch_size]
     params = resolve_parameters(trial.parameters, max_steps, spec.workload.optimizer)
@@ -82,7 +83,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
     seed_keras(seed, spec.backend)
     with training_scope(spec.backend, spec.workload.precision, trial.batch_size, log) as replicas:
         model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
-                            task=pipeline.task)
+                            task=pipeline.task, parameters=params)
         settings = {k: params[k] for k in OPTIMIZER_PARAMETERS[spec.workload.optimizer]
                     if k != "momentum" and k in params}  # the Adam family's
         optimizer = make_optimizer(spec.workload.optimizer, make_keras_schedule(spec.schedule, params),
@@ -174,10 +175,10 @@ class _Trainer:
         # One-hot rows for softmax labels, made once per trial (never for a 32k vocabulary).
         self.eye = (np.eye(pipeline.num_outputs, dtype=np.float32)
                     if pipeline.task == "classification" else None)
-        self.arrays = pipeline.in_memory and pipeline.task == "classification"
+        self.arrays = pipeline.in_memory and pipeline.task in VMAPPED_TASKS
         if self.arrays:
             self.x, y = pipeline.arrays("train")
-            self.one_hot = self.eye[y]
+            self.targets = loss_targets(pipeline.task, y, pipeline.num_outputs)
             self.order = EpochPermutations(len(self.x), batch_size, seed)
         else:
             self.batches = pipeline.train_batches(batch_size, seed)
@@ -192,7 +193,7 @@ class _Trainer:
         tick = time.perf_counter()
         if self.arrays:
             indices = self.order.take(steps)
-            history = self.model.fit(self.x[indices], self.one_hot[indices],
+            history = self.model.fit(self.x[indices], self.targets[indices],
                                      batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0)
         else:
             feed = (_model_batch(b, self.pipeline.task, self.eye, self.length)
@@ -221,9 +222,12 @@ class _Trainer:
 
 def _model_batch(batch: tuple, task: str, eye: np.ndarray | None, length: int | None) -> tuple:
     """A pipeline batch as the loss wants it: one-hot labels for softmax classification;
-    token batches padded to the training length, so the model sees one shape."""
+    regression targets as (B, k); token batches padded to the training length, so the
+    model sees one shape."""
     if task == "classification":
         return batch[0], eye[batch[1]]
+    if task == "regression":
+        return batch[0], loss_targets(task, batch[1], 0), *batch[2:]
     if task == "language_model" and length and batch[0].shape[1] < length:
         pad = ((0, 0), (0, length - batch[0].shape[1]))
         return tuple(np.pad(part, pad) for part in batch)

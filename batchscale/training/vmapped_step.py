@@ -1,6 +1,6 @@
 """One jitted training step vmapped over the trials of a pack (JAX backend only).
 
-Every trial of a pack has the same model, data set and batch size, and its own
+Every trial of a pack has the same model (architecture), data set and batch size, and its own
 parameters, optimizer state, metaparameters and data order. ``PackStep`` stacks them
 on a leading trial axis and trains them all in one compiled call: Keras 3's stateless
 API (``model.stateless_call``) gives the forward pass as a pure function of the
@@ -31,6 +31,7 @@ import numpy as np
 from batchscale.core.names import OPTIMIZER_DEFAULTS, OPTIMIZER_PARAMETERS
 from batchscale.training.optimizer_rules import SLOTS, apply_rule, is_penalised, reads_weight_decay
 from batchscale.training.schedules import rate_at
+from batchscale.training.task_losses import stateless_loss
 
 INDEX_BUDGET = 1 << 21  # int32 batch indices per chunk buffer (8 MiB): bounds a chunk's steps
 MAX_CHUNK_STEPS = 512
@@ -88,12 +89,14 @@ def initial_arrays(model, slots: tuple[str, ...]) -> dict[str, np.ndarray]:
 class PackStep:
     """Compiled training chunks and predictions for a pack of one model's trials.
 
-    ``schedule``, ``optimizer`` (its rule and slots) and ``l2`` (whether any trial has a
-    penalty) are static; everything per trial is traced.
+    ``schedule``, ``optimizer`` (its rule and slots), ``l2`` (whether any trial has a
+    penalty) and ``task`` (its loss: ``task_losses.stateless_loss``; ``num_classes`` is its
+    outputs) are static; everything per trial is traced.
     """
 
-    def __init__(self, model, schedule: str, optimizer: str, l2: bool, num_classes: int):
-        self.model, self.schedule = model, schedule
+    def __init__(self, model, schedule: str, optimizer: str, l2: bool, num_classes: int,
+                 task: str = "classification"):
+        self.model, self.schedule, self.task = model, schedule, task
         self.optimizer = optimizer
         self.slots = SLOTS[optimizer]
         self.decay = reads_weight_decay(optimizer)
@@ -108,16 +111,12 @@ class PackStep:
     # ---- training -----------------------------------------------------------------
     def _one_trial(self, trainable, non_trainable, slots, hyper, x, y, step):
         import jax
-        from keras import ops
 
         def loss_fn(trainable, non_trainable):
-            logits, non_trainable = self.model.stateless_call(trainable, non_trainable, x,
-                                                              training=True)
-            smoothing = hyper["label_smoothing"]
-            target = ops.add(ops.multiply(y, ops.subtract(1.0, smoothing)),
-                             ops.divide(smoothing, float(self.num_classes)))
-            losses = ops.categorical_crossentropy(target, logits, from_logits=True)
-            return ops.divide(ops.sum(losses), float(losses.shape[0])), non_trainable
+            outputs, non_trainable = self.model.stateless_call(trainable, non_trainable, x,
+                                                               training=True)
+            loss = stateless_loss(self.task, outputs, y, hyper["label_smoothing"], self.num_classes)
+            return loss, non_trainable
 
         (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             trainable, non_trainable)

@@ -1,7 +1,7 @@
 """The ``workload.dataset`` mapping of a user's own data: ``{path, format[, label,
 validation_fraction]}``, checked for its shape only (no file is read here: the data's
-content is checked by ``batchscale.workloads.data_files.describe`` before anything is
-written, see ``validation.user_workload``)."""
+content is checked by ``batchscale.workloads.data_files`` before anything is written:
+``describe`` at validation, ``check_files`` in ``training.workload_check``)."""
 
 from __future__ import annotations
 

@@ -24,27 +24,42 @@ from batchscale.core.spec import (
 )
 from batchscale.core.spec import as_number as _number
 from batchscale.core.spec import fail_field as _fail
+from batchscale.workloads.models.user_model import DATA_KEYS
 
 _RANGE_KEYS = ("scale", "min", "max", "integer")
 _DISCRETE_KEYS = ("scale", "values")
 
 
-def parse_space(raw) -> tuple[Parameter, ...]:
+def parse_space(raw, model_parameters: bool = False) -> tuple[Parameter, ...]:
     """``search_space``: each parameter as ``{scale, min, max[, integer]}`` or
-    ``{scale: discrete, values}``, in canonical (name) order."""
+    ``{scale: discrete, values}``, in canonical (name) order. ``model_parameters``: the
+    model is the user's function, which takes any other name as its own parameter
+    (``_check_name``)."""
     if not isinstance(raw, dict):
         _fail("search_space", "must map parameter names to {scale, min, max} or {scale: discrete, values}")
-    params = [_parse_parameter(name, cfg) for name, cfg in raw.items()]
+    params = [_parse_parameter(name, cfg, model_parameters) for name, cfg in raw.items()]
     # Canonical order: the i-th parameter takes the i-th Halton dimension, and a dict that
     # crossed KFP (a protobuf Struct) does not keep its key order.
     return tuple(sorted(params, key=lambda p: p.name))
 
 
-def _parse_parameter(name, cfg) -> Parameter:
+def _check_name(where: str, name, model_parameters: bool) -> None:
+    """A trainer setting (``PARAMETER_BOUNDS``), or, for a user's model function, a name of
+    its own (an identifier other than the keys the trainer adds: ``user_model.DATA_KEYS``)."""
+    if name in PARAMETER_BOUNDS:
+        return
+    if not model_parameters:
+        _fail(where, f"unknown parameter; allowed: {', '.join(PARAMETER_BOUNDS)} (other names are "
+              "parameters of your own model function, workload.model: module:function)")
+    if not isinstance(name, str) or not name.isidentifier() or name in DATA_KEYS:
+        _fail(where, f"{name!r} cannot name a model parameter; allowed: an identifier other than "
+              f"{', '.join(DATA_KEYS)} (which the trainer passes)")
+
+
+def _parse_parameter(name, cfg, model_parameters: bool = False) -> Parameter:
     """One searched parameter, its keys, scale and range checked."""
     where = f"search_space.{name}"
-    if name not in PARAMETER_BOUNDS:
-        _fail(where, f"unknown parameter; allowed: {', '.join(PARAMETER_BOUNDS)}")
+    _check_name(where, name, model_parameters)
     if not isinstance(cfg, dict) or cfg.get("scale") not in SCALES:
         _fail(f"{where}.scale", f"must be one of {', '.join(SCALES)}")
     allowed = _DISCRETE_KEYS if cfg["scale"] == "discrete" else _RANGE_KEYS
@@ -57,7 +72,7 @@ def _parse_parameter(name, cfg) -> Parameter:
             _fail(f"{where}.values", "a discrete parameter needs a non-empty list of values")
         for v in values:
             _check_value(where, name, _number(f"{where}.values", v))
-        return Parameter(name, "discrete", values=tuple(values))
+        return Parameter(name, "discrete", values=tuple(_model_value(name, v) for v in values))
     integer = cfg.get("integer", False)
     if not isinstance(integer, bool):
         _fail(f"{where}.integer", f"{integer!r} is not a boolean; allowed: true or false")
@@ -80,7 +95,10 @@ def _parse_parameter(name, cfg) -> Parameter:
 
 def _check_value(where, name, value):
     """``value`` within PARAMETER_BOUNDS[name]; the open ends are named here, and the
-    integer (step-count) parameters stop at MAX_STEPS, like a step budget."""
+    integer (step-count) parameters stop at MAX_STEPS, like a step budget. A model
+    parameter's value is any finite number (its function judges it)."""
+    if name not in PARAMETER_BOUNDS:
+        return
     lo, hi, allowed = PARAMETER_BOUNDS[name]
     bad = (
         value < lo or value > hi
@@ -95,17 +113,26 @@ def _check_value(where, name, value):
         _fail(where, f"{value:g} is too large; {name} must be at most {MAX_STEPS:,}")
 
 
-def parse_fixed(raw) -> dict:
-    """``fixed``: parameter name -> one value; null or absent is none."""
+def parse_fixed(raw, model_parameters: bool = False) -> dict:
+    """``fixed``: parameter name -> one value (a number); null or absent is none.
+    ``model_parameters`` as for ``parse_space``."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         _fail("fixed", f"must map parameter names to values, got {raw!r}; write {{}} for none")
     for name, value in raw.items():
-        if name not in PARAMETER_BOUNDS:
-            _fail(f"fixed.{name}", f"unknown parameter; allowed: {', '.join(PARAMETER_BOUNDS)}")
+        _check_name(f"fixed.{name}", name, model_parameters)
         _check_value(f"fixed.{name}", name, _number(f"fixed.{name}", value))
-    return dict(raw)
+    return {name: _model_value(name, value) for name, value in raw.items()}
+
+
+def _model_value(name, value):
+    """A model parameter's integral value as an int: a spec that crossed KFP (a protobuf
+    Struct) holds 128.0 where the YAML said 128, and the two must read as one study (and
+    give the user's function the same value). Trainer settings keep the type they have."""
+    if name in PARAMETER_BOUNDS or isinstance(value, bool) or not isinstance(value, float):
+        return value
+    return int(value) if value.is_integer() else value
 
 
 def optimizer_takes(optimizer: str) -> str:

@@ -72,10 +72,62 @@ def load_spec_dict(path: str | None) -> dict:
     except UnicodeDecodeError:
         raise SpecError(f"spec file: {path} is not UTF-8 text; allowed: a YAML file") from None
     except yaml.YAMLError as err:
-        raise SpecError(f"spec file: {path} is not valid YAML ({str(err).splitlines()[0]})") from None
+        raise SpecError(yaml_error_line(err, path)) from None
     if not isinstance(raw, dict):
         fail_field("spec file", f"{path} must hold a mapping of study fields")
     return raw
+
+
+# What a parser's problem usually means in a hand-written spec: the problem text (start)
+# and a plain hint. A tab in a line's indentation gets its own hint, whatever the problem.
+TAB_HINT = "YAML indents with spaces, not tabs"
+_PROBLEM_HINTS = (
+    ("mapping values are not allowed here", "a line indented deeper than the key above it, or "
+     "a value holding ': ' that needs quotes"),
+    ("expected <block end>", "a line indented less than the lines of its block: keys (and "
+     "list items) of one mapping line up"),
+)
+
+
+_BREAKS = "\n\r\x85\u2028\u2029"  # what yaml counts as a line break
+
+
+def yaml_error_line(err, where: str) -> str:
+    """One line for a YAML parse error: ``spec file: WHERE line L, column C ('<the line>'):
+    <the parser's problem> (<its context> started on line L', column C'); <a hint>``.
+
+    yaml's own message spans five lines (context, marks, the line with a caret); its first
+    line alone ("while scanning for the next token") says neither where nor what. The
+    marks are 0-based; people and editors count from 1. A tab in the indentation of the
+    line the parser stopped at gets TAB_HINT; two common indentation mistakes get theirs."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if mark is None:
+        return f"spec file: {where} is not valid YAML ({problem})"
+    line = _marked_line(mark)
+    shown = line if len(line) <= 60 else line[:57] + "..."
+    out = (f"spec file: {where} line {mark.line + 1}, column {mark.column + 1}"
+           + (f" ({shown!r})" if line.strip() else "") + f": {problem}")
+    context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context:
+        at = (f" started on line {context_mark.line + 1}, column {context_mark.column + 1}"
+              if context_mark is not None and context_mark.line != mark.line else "")
+        out += f" ({context}{at})"
+    indent = line[:len(line) - len(line.lstrip(" \t"))]
+    if "\t" in indent:
+        return f"{out}; {TAB_HINT}"
+    hint = next((hint for start, hint in _PROBLEM_HINTS if problem.startswith(start)), None)
+    return f"{out}; {hint}" if hint else out
+
+
+def _marked_line(mark) -> str:
+    """The text of the line a yaml mark points into (from the buffer yaml parsed)."""
+    buffer, at = getattr(mark, "buffer", None), getattr(mark, "pointer", 0)
+    if not isinstance(buffer, str):
+        return ""
+    start = max(buffer.rfind(c, 0, at) for c in _BREAKS) + 1
+    ends = [i for i in (buffer.find(c, at) for c in _BREAKS + "\0") if i >= 0]
+    return buffer[start:min(ends, default=len(buffer))]
 
 
 def resolve_spec(study_spec: dict, store_root: str = "") -> StudySpec:

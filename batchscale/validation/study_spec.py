@@ -12,7 +12,7 @@ from dataclasses import fields
 
 from batchscale.core import protocols
 from batchscale.core.goals import GOAL_SYNTAX, check_goal, parse_goal
-from batchscale.core.names import SCHEDULES
+from batchscale.core.names import SCHEDULES, is_model_function
 from batchscale.core.spec import (
     BACKENDS,
     DIRECTIONS,
@@ -69,8 +69,9 @@ def parse_spec(raw: dict) -> StudySpec:
     schedule = raw.get("schedule", "constant")
     if schedule not in SCHEDULES:
         _fail("schedule", f"unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")
-    space = parse_space(raw["search_space"])
-    fixed = parse_fixed(raw.get("fixed"))
+    own_model = is_model_function(workload.model)  # its function takes parameters of its own
+    space = parse_space(raw["search_space"], own_model)
+    fixed = parse_fixed(raw.get("fixed"), own_model)
     check_parameters(workload.optimizer, schedule, space, fixed)
     goals = _parse_goals(raw["goals"], dataset)
     max_steps = _parse_max_steps(raw["max_steps"], batch_sizes)
@@ -247,6 +248,8 @@ def _parse_evaluation(raw, dataset) -> Evaluation:
     extra = sorted(map(str, set(raw) - set(_EVALUATION_KEYS)))
     if extra:
         _fail(f"evaluation.{extra[0]}", f"unknown key; allowed: {', '.join(_EVALUATION_KEYS)}")
+    if "train_examples" not in raw:  # the default subset, or the whole of a smaller split
+        raw = {**raw, "train_examples": min(Evaluation.train_examples, dataset.split_sizes["train"])}
     ev = Evaluation(**raw)
     resolution = _number("evaluation.resolution", ev.resolution)
     if not 0 < resolution <= 0.5:

@@ -5,12 +5,23 @@ out. Split from ``spec_validation`` to keep each module small; same one-line ref
 
 from __future__ import annotations
 
-from batchscale.core.names import OPTIMIZERS, TASKS, is_model_function
+import os
+from dataclasses import replace
+
+from batchscale.core.names import (
+    METRIC_DIRECTIONS,
+    OPTIMIZERS,
+    TASK_GOAL_METRIC,
+    TASK_METRICS,
+    TASKS,
+    is_model_function,
+)
 from batchscale.core.spec import PRECISIONS, Workload, as_number
 from batchscale.core.spec import fail_field as _fail
 from batchscale.validation.data_spec import parse_data_files
-from batchscale.workloads import check_model_name, check_model_reference, get_dataset
-from batchscale.workloads.defaults import workload_defaults
+from batchscale.workloads import check_model_name, get_dataset
+from batchscale.workloads.defaults import USER_OPTIMIZER, user_workload_defaults, workload_defaults
+from batchscale.workloads.models.user_model import absolute_reference, check_model_reference
 from batchscale.workloads.optimizer_spaces import optimizer_fixed, optimizer_space
 
 # Fields a workload's defaults can fill in.
@@ -26,11 +37,13 @@ def parse_workload(raw, seed: int = 0) -> Workload:
 
     ``dataset`` is a registry name or the user's files (``{path, format, ...}``,
     ``data_spec``); ``model`` a registry name or the user's function
-    (``core.names.is_model_function``). Registry names are checked against the
-    registries; the user's code and files are only checked for their form here (what they
-    hold is checked by ``validation.user_workload`` before anything is written). The
-    optimizer defaults to the workload's; ``seed`` (the study's) carves a user data set's
-    validation split."""
+    (``core.names.is_model_function``; a relative file path is read against the current
+    directory, and ``absolute_paths`` makes it absolute for another process). Registry
+    names are checked against the registries; the user's code and files are only checked
+    for their form here (what they hold is checked by ``training.workload_check`` before
+    anything is written). The optimizer defaults to the workload's (a user's own
+    workload: the paper's, Nesterov momentum); ``seed`` (the study's) carves a user data
+    set's validation split."""
     if not isinstance(raw, dict):
         _fail("workload", f"must be a mapping {{dataset, model, optimizer}} (optionally task, precision, "
               f"options), got {type(raw).__name__} {raw!r}; e.g. {{dataset: mnist_5k, model: fc_128_128}}")
@@ -69,8 +82,9 @@ def parse_workload(raw, seed: int = 0) -> Workload:
             _fail("workload.model", f"{err} (data set {dataset_name} is {task.replace('_', ' ')})")
     defaults = None if files else workload_defaults(dataset_name, model)
     optimizer = raw.get("optimizer")
-    if optimizer is None:  # absent or null: the workload's
-        optimizer = defaults.optimizer if defaults else None
+    if optimizer is None:  # absent or null: the workload's; a user's own, the paper's
+        optimizer = (defaults.optimizer if defaults else
+                     USER_OPTIMIZER if files or is_model_function(model) else None)
     if optimizer not in OPTIMIZERS:
         _fail("workload.optimizer",
               f"{'is required' if optimizer is None else 'unknown optimizer ' + repr(optimizer)}; "
@@ -96,6 +110,22 @@ def parse_workload(raw, seed: int = 0) -> Workload:
                     task if files else "", files)
 
 
+def absolute_paths(workload: Workload, directory: str | None = None) -> Workload:
+    """``workload`` with a relative model file (``path/to/file.py:function``) and a relative
+    local data path made absolute against ``directory`` (default: the current one), for a
+    spec handed to processes that run elsewhere: the kfp.local tasks of ``run --local``
+    run in its work folder. A module reference and a gs:// URL stay as they are; the data
+    set's store name follows its path (``DataFiles.name``)."""
+    model = absolute_reference(workload.model, directory) if is_model_function(workload.model) \
+        else workload.model
+    files = workload.data
+    if files is not None and "://" not in files.path and not os.path.isabs(files.path):
+        path = os.path.join(directory or os.getcwd(), os.path.expanduser(files.path))
+        files = replace(files, path=os.path.abspath(path))
+    return replace(workload, model=model, data=files,
+                   dataset=files.name if files is not None else workload.dataset)
+
+
 def _parse_task(task) -> str:
     if task not in TASKS:
         _fail("workload.task", f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
@@ -103,13 +133,20 @@ def _parse_task(task) -> str:
 
 
 def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
-    """``raw`` with the workload's defaults filled in where the spec leaves fields out.
-    Run with another optimizer than its own, a workload's default search space and fixed
+    """``raw`` with the workload's defaults filled in where the spec leaves fields out: the
+    registry's for its (data set, model), else (the user's model function or data files)
+    ``user_workload_defaults``, which bring no goal (``_user_goal_required``). Run with
+    another optimizer than its own, a registry workload's default search space and fixed
     values are those for that optimizer (``workloads.optimizer_spaces``)."""
     defaults = workload_defaults(workload.dataset, workload.model)
     missing = [key for key in DEFAULTABLE if raw.get(key) is None]  # absent; [] is an error
     if not missing:
         return raw
+    train = dataset.split_sizes["train"]
+    if defaults is None and (workload.data is not None or is_model_function(workload.model)):
+        if "goals" in missing:
+            _user_goal_required(dataset.task)
+        defaults = user_workload_defaults(workload.dataset, workload.model, workload.optimizer, train)
     if defaults is None:
         for key in ("batch_sizes", "search_space", "goals", "max_steps"):
             if key in missing:
@@ -120,7 +157,6 @@ def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
     sizes = raw.get("batch_sizes")
     if not isinstance(sizes, (list, tuple)):  # absent, or not a list (parse_spec refuses that)
         sizes = list(defaults.batch_sizes)
-    train = dataset.split_sizes["train"]
     values = {
         "batch_sizes": list(defaults.batch_sizes),
         "trials_per_batch_size": defaults.trials,
@@ -137,3 +173,17 @@ def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
     for key in missing:
         filled[key] = values[key]
     return filled
+
+
+def _user_goal_required(task: str) -> None:
+    """A user's own workload names its goals: the value a study should reach cannot be
+    guessed. One line naming the task's goal metric and what else it measures."""
+    metric, goal_direction = TASK_GOAL_METRIC[task], METRIC_DIRECTIONS[TASK_GOAL_METRIC[task]]
+    example = f"{metric}{'<' if goal_direction == 'minimize' else '>'}{_EXAMPLE_GOALS[metric]}"
+    _fail("goals", f"is required for your own model or data (a goal's value cannot be guessed); "
+          f"e.g. {example} (task {task} measures {', '.join(TASK_METRICS[task])})")
+
+
+# A value for the example in that line (only an example: the data decides what is good).
+_EXAMPLE_GOALS = {"classification_error": 0.1, "average_precision": 0.5, "mean_squared_error": 0.1,
+                  "cross_entropy_error": 4.0}

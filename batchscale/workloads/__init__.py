@@ -12,7 +12,6 @@ from batchscale.workloads.models import (
     TASKS,
     build_model,
     check_model_name,
-    check_model_reference,
     model_tasks,
 )
 
@@ -23,7 +22,6 @@ __all__ = [
     "TASKS",
     "build_model",
     "check_model_name",
-    "check_model_reference",
     "get_dataset",
     "model_tasks",
 ]

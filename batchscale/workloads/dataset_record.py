@@ -6,6 +6,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from batchscale.core.names import DATA_SPLITS, TASK_METRICS
+from batchscale.core.spec import DataFiles
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,9 @@ class DatasetInfo:
 
     name: str
     description: str
-    source: str  # "tfds" (needs a download) or "offline" (ships inside a PyPI package)
+    # "tfds" (needs a download), "offline" (ships inside a PyPI package) or "idx/tfds"
+    # (IDX files where at hand, else tfds: Fashion MNIST)
+    source: str
     loader: str  # "module:function": arrays -> {split: (x, y)}; shards -> writes shards
     num_classes: int
     input_shape: tuple
@@ -33,6 +36,9 @@ class DatasetInfo:
     pixel_max: float = 255.0
     options: dict = field(default_factory=dict)
     notes: str = ""
+    # A user's own data set: its ``core.spec.DataFiles``, which the loader is given (with
+    # the task) instead of nothing (``batchscale.workloads.data_files``).
+    files: DataFiles | None = None
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -52,7 +58,8 @@ class DatasetInfo:
         consistency is checked (images and labels pair up, no split empty); the arrays
         keep the mock's own sizes, never padded or cut to look like the paper's.
         """
-        splits = dict(self.function(self.loader)())
+        loader = self.function(self.loader)
+        splits = dict(loader(self.files, self.task) if self.files is not None else loader())
         mock = bool(splits.pop("mock", False))
         for split in DATA_SPLITS:
             images, labels = splits[split]

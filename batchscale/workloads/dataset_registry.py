@@ -53,6 +53,12 @@ def dataset_for(workload) -> DatasetInfo:
     return describe(workload.data, workload.task)
 
 
+def workload_task(workload) -> str:
+    """What a ``core.spec.Workload`` predicts: its ``task`` (set for the user's files), else
+    its registry data set's. Reads no file."""
+    return workload.task or get_dataset(workload.dataset).task
+
+
 def open_pipeline(store, info: DatasetInfo, options: dict | None = None):
     """The input pipeline of a prepared data set (see ``batchscale.workloads.inputs``).
 
@@ -68,4 +74,4 @@ def open_pipeline(store, info: DatasetInfo, options: dict | None = None):
     if info.pipeline:
         return info.function(info.pipeline)(store, info, stored, options)
     return ArrayPipeline(ArrayPipeline.read_splits(store, info.name),
-                         stored.get("num_classes", info.num_classes), info.pixel_max)
+                         stored.get("num_classes", info.num_classes), info.pixel_max, info.task)

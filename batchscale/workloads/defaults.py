@@ -26,7 +26,9 @@ import math
 from dataclasses import dataclass, field
 
 from batchscale.core.goals import Goal
+from batchscale.core.names import ADAM_FAMILY, is_model_function
 from batchscale.core.presets import A100, CPU_POOL, H100, L4, V5E_2X2, V5E_2X4
+from batchscale.workloads.optimizer_spaces import optimizer_space
 
 _LR_MOMENTUM = {
     "learning_rate": {"scale": "log", "min": 1e-3, "max": 1.0},
@@ -109,6 +111,12 @@ WORKLOADS = [
         epochs=40, min_steps=500, max_steps=200_000, batch_sizes=_pow2(1, 15),
         accelerators=(CPU_POOL.name, L4.name), pack_capacity=32),
     WorkloadDefaults(
+        "fashion_mnist", "fc_128_128", {"metric": _CLASSIFY, "value": 0.14},
+        _OFFLINE_SPACE,
+        epochs=10, min_steps=500, max_steps=10_000, trials=6, batch_sizes=_pow2(6, 12),
+        pack_capacity=64,
+        note="real Fashion-MNIST (Debian's IDX files, no download) on a CPU in minutes"),
+    WorkloadDefaults(
         "cifar_10", "resnet_8", {"metric": _CLASSIFY, "value": 0.3},
         {**_LR_MOMENTUM, **_LINEAR_DECAY}, schedule="linear",
         epochs=100, min_steps=1000, max_steps=300_000, batch_sizes=_pow2(1, 14),
@@ -169,6 +177,55 @@ def workload_defaults(dataset: str, model: str) -> WorkloadDefaults | None:
     return None
 
 
+# ---- a user's own workload ------------------------------------------------------------
+# A study of the user's model function or data files has no entry above: its defaults
+# follow from the optimizer and the training split's size (docs/your-workload.md). No goal:
+# a goal's value cannot be guessed, so such a spec names its goals.
+USER_OPTIMIZER = "nesterov_momentum"  # the paper's, where the spec names none
+USER_TRIALS = 6  # trials per batch size: the quickstart's, enough for a first scaling curve
+USER_EPOCHS = 20
+USER_MIN_STEPS = 200
+USER_MAX_STEPS = 20_000
+# Trials of a user's model one accelerator trains together (and, on a CPU, one pack task
+# trains one after another, paying imports and data loading once): a guess, as their size
+# is unknown; a spec whose model fills an accelerator sets ``pack_size: 1``.
+USER_PACK_CAPACITY = 8
+USER_SMALLEST_BATCH = 8
+USER_LARGEST_SHARE = 8  # the largest default batch size: at most 1/8 of the training split
+_USER_SPACES = {  # the paper's shape; the Adam family's from optimizer_spaces
+    "paper": {"learning_rate": {"scale": "log", "min": 1e-3, "max": 0.3},
+              "momentum": {"scale": "reverse_log", "min": 0.8, "max": 0.97}},
+    "sgd": {"learning_rate": {"scale": "log", "min": 1e-3, "max": 1.0}},
+}
+
+
+def user_batch_sizes(train_examples: int) -> tuple[int, ...]:
+    """Powers of two from ``USER_SMALLEST_BATCH`` up to the largest one at most
+    1/``USER_LARGEST_SHARE`` of the training examples (one smaller size for tiny data)."""
+    top = max(1, int(train_examples) // USER_LARGEST_SHARE)
+    high = top.bit_length() - 1  # the largest power of two <= top
+    low = min(USER_SMALLEST_BATCH.bit_length() - 1, high)
+    return _pow2(low, high)
+
+
+def user_workload_defaults(dataset: str, model: str, optimizer: str,
+                           train_examples: int) -> WorkloadDefaults:
+    """The defaults of a user's own workload (their model function or data files):
+    ``USER_TRIALS`` trials per batch size, ``user_batch_sizes``, budgets of
+    ``USER_EPOCHS`` epochs clamped to [``USER_MIN_STEPS``, ``USER_MAX_STEPS``], a learning
+    rate (and, for momentum, momentum; for the Adam family its own learning-rate range and
+    1 - beta_1, ``optimizer_spaces``) search space, a constant schedule, and no goal."""
+    if optimizer in ADAM_FAMILY:  # its learning rate and 1 - beta_1, as a registry workload's
+        space = optimizer_space(_USER_SPACES["paper"], USER_OPTIMIZER, optimizer, USER_TRIALS)
+    else:
+        space = _USER_SPACES["sgd" if optimizer == "sgd" else "paper"]
+    return WorkloadDefaults(
+        dataset, model, {}, space, epochs=USER_EPOCHS, min_steps=USER_MIN_STEPS,
+        max_steps=USER_MAX_STEPS, optimizer=optimizer or USER_OPTIMIZER, trials=USER_TRIALS,
+        batch_sizes=user_batch_sizes(train_examples),
+        note="your own workload: defaults from the optimizer and the data's size")
+
+
 # Trials per accelerator of a model family, for a (data set, model) without defaults (a
 # custom spec): the families' sizes, not the data set's, decide (the rule of thumb behind
 # the table above). Anything else (ResNet-50, VGG, transformers, LSTM): one.
@@ -177,10 +234,13 @@ _FAMILY_PACK_CAPACITY = (("fc_", 64), ("simple_cnn_", 32), ("resnet_8", 16))
 
 def pack_capacity(dataset: str, model: str) -> int:
     """How many trials of ``model`` on ``dataset`` one accelerator trains together: the
-    workload's ``pack_capacity``, else the model family's rule of thumb, else 1."""
+    workload's ``pack_capacity``, else the model family's rule of thumb (a user's model
+    function: ``USER_PACK_CAPACITY``), else 1."""
     defaults = workload_defaults(dataset, model)
     if defaults is not None:
         return defaults.pack_capacity
+    if is_model_function(model):
+        return USER_PACK_CAPACITY
     return next((n for prefix, n in _FAMILY_PACK_CAPACITY if model.startswith(prefix)), 1)
 
 

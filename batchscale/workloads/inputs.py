@@ -70,17 +70,22 @@ class InputPipeline:
 
 
 class ArrayPipeline(InputPipeline):
-    """Whole splits in memory as (images, labels): images scaled to [0, 1] by ``pixel_max``.
+    """Whole splits in memory as (inputs, targets): inputs divided by ``pixel_max`` into
+    float32 (images: 255 scales uint8 pixels to [0, 1]; feature vectors: 1, no scaling).
 
-    A data set with other preprocessing subclasses this and overrides ``scale`` (CIFAR-10
-    standardises each image); ``read_splits`` gives such a subclass its arrays.
+    Targets are as stored: int64 class indices, float32 regression targets or multi-hot
+    rows (``task``). A data set with other preprocessing subclasses this and overrides
+    ``scale`` (CIFAR-10 standardises each image); ``read_splits`` gives such a subclass
+    its arrays.
     """
 
     in_memory = True
 
-    def __init__(self, splits: dict, num_classes: int, pixel_max: float = 255.0):
+    def __init__(self, splits: dict, num_classes: int, pixel_max: float = 255.0,
+                 task: str = "classification"):
         self.splits = {name: (np.asarray(x), np.asarray(y)) for name, (x, y) in splits.items()}
         self.pixel_max = float(pixel_max)
+        self.task = task
         self.input_shape = tuple(self.splits["train"][0].shape[1:])
         self.num_outputs = int(num_classes)
         self.num_train_examples = len(self.splits["train"][0])
@@ -92,8 +97,9 @@ class ArrayPipeline(InputPipeline):
         return {split: store.read_split(name, split) for split in DATA_SPLITS}
 
     def scale(self, images: np.ndarray) -> np.ndarray:
-        """Model inputs from stored images: float32 in [0, 1]."""
-        return images.astype(np.float32) / self.pixel_max
+        """Model inputs from stored inputs: float32, divided by ``pixel_max`` unless it is 1."""
+        inputs = images.astype(np.float32)
+        return inputs if self.pixel_max == 1.0 else inputs / self.pixel_max
 
     def arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         """The whole split, images through ``scale`` as float32 (converted once, then cached)."""
@@ -114,3 +120,30 @@ class ArrayPipeline(InputPipeline):
         for start in range(0, stop, batch_size):
             end = min(start + batch_size, stop)
             yield x[start:end], y[start:end]
+
+
+class TokenArrays(ArrayPipeline):
+    """A user's token ids held in memory (a language model from an .npz): stored inputs are
+    each sequence but its last id, targets each but its first (int32, 0 = padding);
+    batches carry weights 1 where the target is not padding.
+
+    Batches go through ``train_batches``/``eval_batches`` (``in_memory`` False), as the
+    trainer feeds every language model: ``(ids, next ids, weights)``.
+    """
+
+    in_memory = False
+
+    def __init__(self, store, info, stored: dict, options: dict):
+        super().__init__(self.read_splits(store, info.name),
+                         stored.get("num_classes", info.num_classes), 1.0, "language_model")
+
+    def scale(self, images: np.ndarray) -> np.ndarray:
+        return images.astype(np.int32)
+
+    def train_batches(self, batch_size: int, seed: int) -> Iterator[tuple]:
+        for x, y in super().train_batches(batch_size, seed):
+            yield x, y, (y != 0).astype(np.float32)
+
+    def eval_batches(self, split: str, batch_size: int, limit: int | None = None) -> Iterator[tuple]:
+        for x, y in super().eval_batches(split, batch_size, limit):
+            yield x, y, (y != 0).astype(np.float32)

@@ -4,21 +4,30 @@ from __future__ import annotations
 
 from batchscale.store.layout import StudyStore
 from batchscale.workloads import get_dataset
+from batchscale.workloads.dataset_record import DatasetInfo
 
 
-def prepare_dataset(store: StudyStore, name: str, log=print) -> dict:
-    """Load ``name`` from its source and cache its splits; a no-op when already cached.
+def prepare_dataset(store: StudyStore, dataset: str | DatasetInfo, log=print) -> dict:
+    """Load a data set from its source and cache its splits; a no-op when already cached.
 
-    "arrays" data sets are loaded whole and written as one .npz per split; "shards"
-    data sets are streamed into shards by their own preparer, which returns what
-    info.json records about them (shard lists, example counts, vocabulary size...).
-    info.json is written last: its presence marks a complete cache.
+    ``dataset``: a registry name, or a ``DatasetInfo`` (``dataset_registry.dataset_for``
+    gives a user's own files one). "arrays" data sets are loaded whole and written as one
+    .npz per split (info.json records each one's sha256); "shards" data sets are streamed
+    into shards by their own preparer, which returns what info.json records about them
+    (shard lists, example counts, vocabulary size...). info.json is written last: its
+    presence marks a complete cache. A user's files are re-used only while they are what
+    was prepared (their sha256 as recorded), else refused in one line.
     Returns a summary (split sizes, where the cache is, whether it was re-used).
     """
-    info = get_dataset(name)
+    info = dataset if isinstance(dataset, DatasetInfo) else get_dataset(dataset)
+    name = info.name
     summary = {"dataset": name, "location": store.url(f"datasets/{name}"),
                "split_sizes": info.split_sizes}
     if store.has_dataset(name):
+        if info.files is not None:
+            from batchscale.workloads.data_files import check_source_unchanged
+
+            check_source_unchanged(store, info)
         log(f"dataset {name}: re-using {summary['location']}")
         return {**summary, "reused": True}
     log(f"dataset {name}: loading from {info.source} ({info.description})")
@@ -30,6 +39,7 @@ def prepare_dataset(store: StudyStore, name: str, log=print) -> dict:
     }
     if info.storage == "arrays":
         splits = info.load()
+        record.update(splits.pop("record", {}))
         record["examples"] = {split: len(x) for split, (x, _) in splits.items()}
         store.write_dataset(name, splits, record)
     else:

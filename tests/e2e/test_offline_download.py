@@ -34,7 +34,7 @@ def _unshare_works() -> bool:
 @pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -n` (root) to cut the network")
 def test_a_download_without_network_is_said_in_one_line_within_seconds(tmp_path):
     command = ["unshare", "-n", sys.executable, "-m", "batchscale.cli", "run", "--local",
-               "--dataset", "fashion_mnist", "--store", str(tmp_path / "store")]
+               "--dataset", "mnist", "--store", str(tmp_path / "store")]
     env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1",
            "TFDS_DATA_DIR": str(tmp_path / "tfds")}  # no cached download to fall back on
     child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,

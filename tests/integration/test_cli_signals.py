@@ -203,6 +203,10 @@ def test_ctrl_c_stops_a_local_run_and_its_task_processes_then_resumes(local_run,
     # stop_child waited for local_run and killed its group before returning: nothing trains on
     assert _alive(tree) == [] and _in_group(child) == []
     assert list(tmp_path.glob("store/tiny/checkpoints/16/*.npz")), "SIGTERM must checkpoint"
+    resumable = [p for p in tmp_path.glob("store/tiny/checkpoints/16/*.npz") if json.loads(
+        (tmp_path / f"store/tiny/digits/fc_32/nesterov_momentum/16/{p.stem}/metadata.json")
+        .read_text())["status"] == "INCOMPLETE"]
+    assert resumable
 
     again = subprocess.run([str(SCRIPT), "run", "--local", str(tmp_path / "tiny.yaml"),
                             "--work-dir", str(tmp_path / "w")], cwd=tmp_path, capture_output=True,
@@ -210,6 +214,9 @@ def test_ctrl_c_stops_a_local_run_and_its_task_processes_then_resumes(local_run,
     assert again.returncode == 0, again.stderr
     logs = "".join(p.read_text() for p in (tmp_path / "w" / "logs").glob("*.log"))
     assert "resumed from its checkpoint" in logs
+    n = len(resumable)  # the console says so: in its last status and in one line of its own
+    assert f", {n} resumed from checkpoints" in again.stdout, again.stdout
+    assert f"] resumed {n} trial{'s' if n != 1 else ''} from checkpoints" in again.stdout, again.stdout
     for path in tmp_path.glob("store/tiny/checkpoints/16/*.npz"):  # kept by budget-stopped trials
         meta = tmp_path / f"store/tiny/digits/fc_32/nesterov_momentum/16/{path.stem}/metadata.json"
         assert json.loads(meta.read_text())["stop_reason"] == "budget"  # only

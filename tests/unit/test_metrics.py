@@ -48,7 +48,8 @@ def test_classification_by_hand_streamed_and_weighted():
 @pytest.mark.parametrize("task", sorted(TASK_METRICS))
 def test_non_finite_logits_make_every_metric_nan(task):
     shapes = {"classification": ((2, 3), np.array([0, 1])), "multilabel": ((2, 3), np.eye(2, 3)),
-              "language_model": ((2, 2, 3), np.zeros((2, 2), int))}
+              "language_model": ((2, 2, 3), np.zeros((2, 2), int)),
+              "regression": ((2, 3), np.zeros((2, 3)))}
     shape, targets = shapes[task]
     acc = MetricAccumulator(task)
     acc.update(np.zeros(shape), targets)
@@ -62,8 +63,8 @@ def test_non_finite_logits_make_every_metric_nan(task):
 
 
 def test_bad_task_and_shapes_are_refused():
-    with pytest.raises(ValueError, match="classification, multilabel, language_model"):
-        MetricAccumulator("regression")
+    with pytest.raises(ValueError, match="classification, multilabel, regression, language_model"):
+        MetricAccumulator("ranking")
     with pytest.raises(ValueError, match="multi-hot"):
         MetricAccumulator("multilabel").update(np.zeros((2, 3)), np.zeros(2))
     with pytest.raises(ValueError, match=r"\(B, T, V\)"):
@@ -162,3 +163,33 @@ def test_language_model_chunks_agree(monkeypatch):
     assert whole == pytest.approx(float((nll * weights).sum() / weights.sum()), rel=1e-12)
     monkeypatch.setattr(metrics, "_CHUNK", 25)  # 2 tokens per chunk
     assert language_model_metrics(logits, targets, weights)["cross_entropy_error"] == pytest.approx(whole)
+
+
+# ---- regression -----------------------------------------------------------------------
+def test_regression_by_hand_streamed_and_weighted():
+    """Each example's mean over its values, averaged over examples (Keras' MeanSquaredError
+    and MeanAbsoluteError); streamed batches and flat (B,) targets give the same."""
+    predictions = np.array([[1.0, 2.0], [0.0, 0.0], [3.0, -1.0]])
+    targets = np.array([[0.0, 2.0], [1.0, -1.0], [3.0, 1.0]])
+    # squared errors per example: (1 + 0)/2, (1 + 1)/2, (0 + 4)/2; absolute: 1/2, 1, 1
+    acc = MetricAccumulator("regression")
+    acc.update(predictions[:1], targets[:1])
+    acc.update(predictions[1:], targets[1:])
+    assert acc.result() == pytest.approx({"mean_squared_error": (0.5 + 1 + 2) / 3,
+                                          "mean_absolute_error": (0.5 + 1 + 1) / 3})
+    assert list(acc.result()) == list(TASK_METRICS["regression"])
+    padded = MetricAccumulator("regression")  # a padded batch: the last row does not count
+    padded.update(predictions, targets, weights=np.array([1.0, 1.0, 0.0]))
+    assert padded.result() == pytest.approx({"mean_squared_error": 0.75, "mean_absolute_error": 0.75})
+    flat = MetricAccumulator("regression")  # one value per example: targets (B,) or (B, 1)
+    flat.update(np.array([[1.0], [4.0]]), np.array([2.0, 2.0]))
+    assert flat.result() == pytest.approx({"mean_squared_error": 2.5, "mean_absolute_error": 1.5})
+
+
+def test_regression_shapes_never_broadcast():
+    """(B,) targets against (B, 2) predictions, or (B, 1) against (B,) ones, are refused:
+    numpy would broadcast them into a (B, B) error matrix and a wrong number."""
+    with pytest.raises(ValueError, match=r"regression needs predictions \(B, k\)"):
+        MetricAccumulator("regression").update(np.zeros((3, 2)), np.zeros(3))
+    with pytest.raises(ValueError, match=r"regression needs predictions \(B, k\)"):
+        MetricAccumulator("regression").update(np.zeros(3), np.zeros((3, 1)))

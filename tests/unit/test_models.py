@@ -22,7 +22,7 @@ LM_MODELS = ("transformer_base", "transformer_shallow", "transformer_narrow_and_
 
 
 def test_registry_names_and_tasks():
-    assert TASKS == ("classification", "multilabel", "language_model")
+    assert TASKS == ("classification", "multilabel", "regression", "language_model")
     assert REEXPORTED_FAMILIES is MODEL_FAMILIES
     for name in IMAGE_MODELS + ("fc_1024", "fc_128_128_128"):
         check_model_name(name)
@@ -44,7 +44,11 @@ def test_errors_name_what_is_allowed_in_one_line():
     assert "resnet_50" in allowed and "transformer" not in allowed
     with pytest.raises(ValueError, match=r"for task 'language_model'; allowed: transformer_base, "):
         check_model_name("fc_", "language_model")
-    with pytest.raises(ValueError, match="unknown task 'regression'"):
+    with pytest.raises(ValueError, match="unknown task 'ranking'"):
+        check_model_name("vgg_11", "ranking")
+    with pytest.raises(ValueError, match=r"'vgg_11' does not serve task 'regression' .*allowed for "
+                       r"regression: none of the registry's; name your own model function, "
+                       r"'module:function' or 'path/to/file.py:function'$"):
         check_model_name("vgg_11", "regression")
     with pytest.raises(ValueError, match="unknown model"):
         model_tasks("resnet")

@@ -64,3 +64,33 @@ def test_durations_read_as_people_write_them(seconds, text):
     from batchscale.pipelines.progress import duration
 
     assert duration(seconds) == text
+
+
+def test_the_eta_counts_the_trials_later_rounds_will_add(tmp_path):
+    """Batch 16's two trials diverge: the planner will top it up with min(2 / 0.25, the 6
+    the cap of 8 leaves) = 6 trials, exactly. That one decision sets q = 2/3 and m = 6 for
+    batch 128, still training: min(6 (2/3 + 4/9), 6) = 6 (rounds.expected). 1 trial left
+    + 12 later at 3 trials per 40 s: 173 s."""
+    spec = parse_spec(tiny_spec_dict(str(tmp_path), max_rounds=3))
+    store = StudyStore(spec.store)
+    now = [100.0]
+    tracker = ProgressTracker(spec, store, clock=lambda: now[0])
+    for b in (16, 128):
+        for trial_id in (1, 2):
+            store.write_metadata(spec, TrialSpec(spec.name, b, trial_id, {}), {"status": "INCOMPLETE"})
+    first = tracker.poll()
+    assert first.later == pytest.approx(4 * (0.5 + 0.25))  # the prior: q 1/2, m 2, 2 rounds
+    now[0] = 140.0
+    _finish(store, spec, 16, 1, "INFEASIBLE", [0.9])
+    _finish(store, spec, 16, 2, "INFEASIBLE", [0.9])
+    _finish(store, spec, 128, 1, "COMPLETE", [0.9, 0.5])
+    progress = tracker.poll()
+    assert progress.later == pytest.approx(12.0)
+    assert progress.eta_seconds == pytest.approx(13 * 40 / 3)
+    assert progress.eta() == "ETA 2m53s (incl. ~12 trials later rounds may add)"
+
+
+def test_one_round_adds_nothing_to_the_eta(tmp_path):
+    spec = parse_spec(tiny_spec_dict(str(tmp_path)))  # max_rounds 1
+    progress = ProgressTracker(spec, StudyStore(spec.store)).poll()
+    assert progress.later == 0

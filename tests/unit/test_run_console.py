@@ -75,3 +75,58 @@ def test_the_watch_names_the_phase_and_round_and_says_a_failure_at_once(tmp_path
     assert lines[0].startswith("preparing data: trials 0/4 done")
     assert lines[1] == f"task train-pack failed: OSError: [Errno 28] No space left on device; log: {log}"
     assert lines[2].startswith("training (round 2 of up to 3): trials 0/4 done")
+
+
+def test_the_console_says_how_many_trials_resumed_and_were_re_used(tmp_path):
+    """A re-run: trial 16/1 finished in an earlier run (re-used), trial 16/2 resumes from
+    the checkpoint that run left. The line is the trainer's own (TrialLife.start, as a pack
+    task prints it into the kfp log); the count shows in the status and in the last line."""
+    from batchscale.cli.run_console import RunWatch, picked_up_line
+    from batchscale.pipelines.progress import ProgressTracker
+    from batchscale.search.trials import make_trials
+    from batchscale.store.checkpoints import write_checkpoint
+    from batchscale.store.layout import StudyStore
+    from batchscale.training.trial_lifecycle import TrialLife
+    from batchscale.validation import parse_spec
+    from tests.conftest import tiny_spec_dict
+
+    spec = parse_spec(tiny_spec_dict(str(tmp_path / "store")))
+    store = StudyStore(spec.store)
+    first, second = make_trials(spec)[:2]
+    store.write_metadata(spec, first, {"trial_id": 1, "status": "COMPLETE", "parameters": first.parameters})
+    store.write_measurements(spec, first, [{"step": 0, "val/classification_error": 0.9}])
+    write_checkpoint(store, spec, second, {}, {"step": 40, "rows": []})
+    printed = []
+    TrialLife(store, spec, second, dict(second.parameters), {"status": "INCOMPLETE"}, printed.append).start()
+    assert printed == ["trial 16/2: resumed from its checkpoint at step 40"]
+
+    log = tmp_path / "run.log"
+    log.write_text("00:00:01.000 - INFO - Executing task \x1b[96m'train-pack'\x1b[0m\n"
+                   + "".join(f"    {line}\n" for line in printed))
+    out = io.StringIO()
+    watch = RunWatch(spec, store, str(log), RunConsole(live=False, stream=out), started=0.0)
+    tracker = ProgressTracker(spec, store)
+    watch.log_events()
+    watch.poll(tracker)
+    assert out.getvalue().split("] ", 1)[1].startswith(
+        "training: trials 1/4 done (1 re-used), 1 resumed from checkpoints, 1 in progress | ")
+    final = watch.with_resumed(tracker.poll())
+    assert picked_up_line(final) == "resumed 1 trial from checkpoints, re-used 1 finished trial"
+    assert picked_up_line(Progress(4, 4, 0, {}, reused=0, resumed=0)) is None
+    assert picked_up_line(Progress(4, 4, 0, {}, reused=0, resumed=3)) == "resumed 3 trials from checkpoints"
+
+
+def test_the_live_bar_fits_80_columns_with_every_count_and_what_the_eta_includes():
+    import re
+
+    out = io.StringIO()
+    console = RunConsole(live=True, stream=out)  # rich's console: 80 columns on a StringIO
+    console.status(37, "training (round 2 of up to 3)", Progress(
+        9, 18, 4, {16: None}, added=9, running=6, eta_seconds=107, later=7.2, reused=4, resumed=1))
+    console.close()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    assert max(len(piece) for piece in re.split(r"[\r\n]", text)) <= 80
+    words = " ".join(text.split())
+    assert "ETA 1m47s" in words
+    assert ("9/18 done (4 re-used), 4 diverged, 9 added by later rounds, 1 resumed from checkpoints, "
+            "6 in progress; ETA incl. ~7 trials later rounds may add") in words

@@ -131,9 +131,37 @@ def test_spec_file_errors_are_one_line(tmp_path):
         load_spec_dict(str(tmp_path / "missing.yaml"))
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n")
-    with pytest.raises(SpecError, match="not valid YAML") as err:
+    with pytest.raises(SpecError) as err:
         load_spec_dict(str(bad))
-    assert "\n" not in str(err.value)
+    assert str(err.value) == (f"spec file: {bad} line 2, column 1: expected ',' or ']', but got "
+                              "'<stream end>' (while parsing a flow sequence started on line 1, "
+                              "column 7)")
+
+
+@pytest.mark.parametrize("text, where, problem, hint", [
+    # a tab in the indentation, alone or after spaces: the parser's words, then the plain hint
+    ("name: a\nworkload:\n\tdataset: mnist_5k\n", "line 3, column 1 ('\\tdataset: mnist_5k')",
+     "found character '\\t' that cannot start any token (while scanning for the next token)",
+     "YAML indents with spaces, not tabs"),
+    ("name: a\r\nworkload:\r\n  \tdataset: mnist_5k\r\n", "line 3, column 3",
+     "found character '\\t' that cannot start any token", "YAML indents with spaces, not tabs"),
+    # a key indented deeper than its sibling
+    ("workload:\n  dataset: mnist_5k\n   model: fc_32\n", "line 3, column 9 ('   model: fc_32')",
+     "mapping values are not allowed here", "a line indented deeper than the key above it"),
+    # a key indented less than its sibling: the block it leaves is named with its line
+    ("name: a\nworkload:\n  dataset: mnist_5k\n model: fc_32\n", "line 4, column 2 (' model: fc_32')",
+     "expected <block end>, but found '<block mapping start>' (while parsing a block mapping "
+     "started on line 1, column 1)", "a line indented less than the lines of its block"),
+])
+def test_a_yaml_error_keeps_the_parsers_line_column_and_problem(tmp_path, text, where, problem, hint):
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(text.encode())
+    with pytest.raises(SpecError) as err:
+        load_spec_dict(str(path))
+    message = str(err.value)
+    assert message.startswith(f"spec file: {path} {where}")
+    assert f": {problem}" in message and f"; {hint}" in message
+    assert "\n" not in message
 
 
 def _scheduled(schedule, **fixed):

@@ -80,7 +80,8 @@ SPEC_CASES = [
     ("max-steps-null-budget", {"max_steps": dict.fromkeys(default_spec_dict()["batch_sizes"])},
      "max_steps.8: None is not an integer"),
     ("workload-string", {"workload": "mnist_5k"},
-     "workload: must be a mapping {dataset, model, optimizer} (optionally task, precision, options), got str"),
+     "workload: must be a mapping {dataset, model, optimizer} (optionally task, precision, "
+     "options), got str"),
     ("workload-unknown-key", {"workload.colour": 1}, "workload.colour: unknown key"),
     ("workload-no-model", {"workload": {"dataset": "mnist_5k"}}, "workload.model: is required"),
     ("workload-optimizer-empty", {"workload.optimizer": ""}, "workload.optimizer: unknown optimizer ''"),
@@ -121,6 +122,9 @@ FLAG_CASES = [
     ("flag-store-s3", ["--store", "s3://bkt/x"], "store: 's3://bkt/x' is a URL"),
     ("flag-goal-out-of-range", ["--goal", "classification_error<1.5"],
      "goals[0]: classification_error<1.5 is out of range"),
+    ("flag-goal-no-comparison", ["--goal", "classification_error"],
+     "--goal: 'classification_error' has no comparison; the shell may have taken '<VALUE' or "
+     "'>VALUE' as a redirection: quote the goal, --goal 'classification_error<VALUE'"),
     ("flag-workload-with-spec", ["quickstart", "--workload", "cifar_10/resnet_8"],
      "--workload: cannot be combined with a SPEC (quickstart); use --dataset and --model"),
     ("flag-workload-malformed", ["--workload", "cifar_10"], "--workload: 'cifar_10' must be DATASET/MODEL"),
@@ -156,6 +160,16 @@ FILE_CASES = [
     ("file-max-steps-key-with-batch-sizes-flag",
      _yaml("max_steps: {8: 5000,", "max_steps: {abc: 1, 8: 5000,"),
      ["--batch-sizes", "8,16"], "max_steps: key 'abc' is not a batch size"),
+    ("file-tab-indent", _yaml("  model: fc_128_128\n", "\tmodel: fc_128_128\n"), [],
+     "spec file: SPEC line 10, column 1 ('\\tmodel: fc_128_128'): found character '\\t' that cannot "
+     "start any token (while scanning for the next token); YAML indents with spaces, not tabs"),
+    ("file-indent-deeper", _yaml("  optimizer:", "   optimizer:"), [],
+     "spec file: SPEC line 11, column 13 ('   optimizer: nesterov_momentum'): mapping values are "
+     "not allowed here; a line indented deeper than the key above it"),
+    ("file-indent-shallower", _yaml("  model: fc_128_128\n", " model: fc_128_128\n"), [],
+     "spec file: SPEC line 10, column 2 (' model: fc_128_128'): expected <block end>, but found "
+     "'<block mapping start>' (while parsing a block mapping started on line 6, column 1); a line "
+     "indented less than the lines of its block"),
     ("file-not-utf8", b"name: \xff\xfe\n", [], "spec file: SPEC is not UTF-8 text"),
     ("file-is-a-folder", None, [], "spec file: SPEC cannot be read (Is a directory)"),
 ]

@@ -46,3 +46,15 @@ def test_phase_names():
     assert [phase_of(t) for t in ("prepare-data", "plan-round", "train-pack", "aggregate")] == [
         "preparing data", "planning", "training", "analysing"]
     assert phase_of("new-task") == "new task"
+
+
+def test_a_trial_resumed_from_its_checkpoint_is_an_event(tmp_path):
+    """The trainer's own line (training.trial_lifecycle, as a pack task prints it into the
+    kfp log) names the trial; a trial starting afresh is no event."""
+    path = tmp_path / "run.log"
+    path.write_text(START.format("train-pack-2") + "trial 16/3: resumed from its checkpoint at step 40\n"
+                    "trial 16/4: starts at step 0\n"
+                    "    [KFP Executor] trial 128/1: resumed from its checkpoint at step 0\n")
+    events = TaskLog(str(path)).read()
+    assert [(e.kind, e.task, e.detail) for e in events] == [
+        ("task", "train-pack", ""), ("resumed", "train-pack", "16/3"), ("resumed", "train-pack", "128/1")]

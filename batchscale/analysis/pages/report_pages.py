@@ -13,6 +13,7 @@ from batchscale.analysis.pages import html as h
 from batchscale.analysis.pages.answer_box import answer_section
 from batchscale.analysis.pages.protocol_pages import early_stopping_section, rounds_section
 from batchscale.analysis.pages.report_sections import (
+    STEP_COLUMNS_LEFT_OUT_FIRST,
     counts_section,
     damaged_section,
     figures_section,
@@ -59,12 +60,14 @@ def report_markdown(analysis: Analysis) -> str:
     return "\n".join(lines)
 
 
-def format_table(summary: pd.DataFrame) -> str:
+def format_table(summary: pd.DataFrame, width: int | None = None, more: str = "") -> str:
     """A plain-text table per goal and split, for the terminal (a steps_to_result.csv
-    written before a column existed shows without it)."""
+    written before a column existed shows without it), fitted to ``width`` characters
+    (None: every column; ``more``: how to see the columns left out to fit)."""
     columns = step_columns(summary)
     if "censored" in summary:
         summary = summary.assign(censored=summary["censored"].fillna(""))
     return "\n".join(line for (goal, split), group in summary.groupby(["goal", "split"], sort=False)
-                     for line in render_console(Section(None, f"goal {goal} ({split})",
-                                                        [Table(group, columns)])))
+                     for line in render_console(Section(None, f"goal {goal} ({split})", [
+                         Table(group, columns, leave_out_first=STEP_COLUMNS_LEFT_OUT_FIRST)]),
+                         width, more))

@@ -45,6 +45,10 @@ STEP_COLUMNS = ["batch_size", "steps_to_result", "censored", "examples_to_result
                 "complete", "infeasible", "best_trial", "learning_rate", "momentum",
                 "effective_learning_rate"]
 OWN_COLUMNS = ("beta_1", "beta_2", "epsilon", "weight_decay")  # the Adam family's, in momentum's place
+# What a narrow terminal leaves out first (``console_tables.fit_table``): what the other
+# columns imply (examples = steps x batch size) or the report's counts section repeats;
+# then columns go from the right end.
+STEP_COLUMNS_LEFT_OUT_FIRST = ("examples_to_result", "complete", "infeasible", "reached")
 
 METHODS = (
     "Steps to result: per batch size, the earliest evaluation step at which any counted trial "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from batchscale.analysis.pages import html as h
+from batchscale.analysis.pages.console_tables import fit_table
 
 HTML, MARKDOWN, CONSOLE = "html", "markdown", "console"
 ALL = (HTML, MARKDOWN, CONSOLE)
@@ -68,11 +69,14 @@ class Bullets:
 
 @dataclass(frozen=True)
 class Table:
-    """A table of ``frame`` (``columns``: those shown, in order; default all)."""
+    """A table of ``frame`` (``columns``: those shown, in order; default all).
+    ``leave_out_first``: the columns a console narrower than the table leaves out first
+    (``console_tables.fit_table``)."""
 
     frame: pd.DataFrame
     columns: Sequence[str] | None = None
     media: tuple[str, ...] = ALL
+    leave_out_first: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -189,16 +193,17 @@ def _block_markdown(block: Block) -> list[str]:
     return [f"**{block.heading}:**", "", *(f"- **{label}**: {text}" for label, text in block.items), ""]
 
 
-def console_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> list[str]:
-    """A plain-text table, right-aligned, cells as on the page (``html.fmt``)."""
+def console_table(frame: pd.DataFrame, columns: Sequence[str] | None = None,
+                  width: int | None = None, leave_out_first: Sequence[str] = (),
+                  more: str = "") -> list[str]:
+    """A plain-text table, right-aligned, cells as on the page (``html.fmt``), fitted to
+    ``width`` characters (None: every column, one header line; ``console_tables``)."""
     columns = list(columns or frame.columns)
     rows = [[h.fmt(v) for v in r] for r in frame[columns].itertuples(index=False)]
-    widths = [max([len(str(c)), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
-    return ["  ".join(str(c).rjust(w) for c, w in zip(columns, widths)),
-            *("  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows)]
+    return fit_table(columns, rows, width, leave_out_first, more)
 
 
-def _block_console(block: Block) -> list[str]:
+def _block_console(block: Block, width: int | None = None, more: str = "") -> list[str]:
     if isinstance(block, Paragraph):
         return [block.text]
     if isinstance(block, (Notes, Warnings)):
@@ -206,7 +211,7 @@ def _block_console(block: Block) -> list[str]:
     if isinstance(block, Bullets):
         return [f"  {_segments_text(i, '')}" for i in block.items]
     if isinstance(block, Table):
-        return console_table(block.frame, block.columns)
+        return console_table(block.frame, block.columns, width, block.leave_out_first, more)
     if isinstance(block, SortableTable):
         return [f"every trial ({len(block.frame)}): {block.file}"]
     if isinstance(block, Figures):
@@ -233,9 +238,12 @@ def render_markdown(section: Section | None) -> list[str]:
     return [*head, *(line for b in section.blocks if _shown(b, MARKDOWN) for line in _block_markdown(b))]
 
 
-def render_console(section: Section | None) -> list[str]:
-    """The section's lines for the terminal (its title, if any, on the first)."""
+def render_console(section: Section | None, width: int | None = None, more: str = "") -> list[str]:
+    """The section's lines for the terminal (its title, if any, on the first); its tables
+    fitted to ``width`` characters (None: no limit), ``more`` appended to the line naming
+    the columns a table left out (how to see them)."""
     if not _shown(section, CONSOLE):
         return []
     head = [section.title] if section.title and CONSOLE in section.heading_media else []
-    return [*head, *(line for b in section.blocks if _shown(b, CONSOLE) for line in _block_console(b))]
+    return [*head, *(line for b in section.blocks if _shown(b, CONSOLE)
+                     for line in _block_console(b, width, more))]

@@ -92,8 +92,7 @@ def unfinished_trials(spec: StudySpec, store: StudyStore,
     batch sizes, skipped."""
     known = dict(known or {})
     left_out = set(left_out)
-    w = spec.workload
-    workload = f"{spec.name}/{w.dataset}/{w.model}/{w.optimizer}"
+    workload = f"{spec.name}/{spec.workload.path}"
     files = set(store.fs.list_files(workload, recursive=True))
     checkpoints = set(store.fs.list_files(f"{spec.name}/{CHECKPOINTS_DIR}", recursive=True))
     out = []

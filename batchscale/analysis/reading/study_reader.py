@@ -135,8 +135,7 @@ def load_study(location: str, goals=None, num_trials: int | None = None,
     damaged: list[Damage] = []
     spec = read_spec(fs, location, damaged)
     if spec is not None:
-        w = spec.workload
-        workload_path = f"{w.dataset}/{w.model}/{w.optimizer}"
+        workload_path = spec.workload.path
         name = spec.name
     else:
         workload_path = find_workload(fs, location)

@@ -73,7 +73,7 @@ def study_folder(study) -> tuple[str, str] | None:
     plan/ lie; None for the paper's layout."""
     if study.layout != "batchscale" or study.spec is None:
         return None
-    suffix = f"/{study.dataset}/{study.model}/{study.optimizer}"
+    suffix = f"/{study.spec.workload.path}"
     url = study.location.rstrip("/")
     url = url[:-len(suffix)] if url.endswith(suffix) else (
         f"{study.spec.store.rstrip('/')}/{study.spec.name}")

@@ -21,7 +21,8 @@ from __future__ import annotations
 import importlib
 import re
 
-from batchscale.core.names import TASKS
+from batchscale.core.names import MODEL_FUNCTION_SYNTAX, TASKS, is_model_function
+from batchscale.workloads.models.user_model import build_user_model
 
 _IMAGE_TASKS = ("classification", "multilabel")
 _LM_TASKS = ("language_model",)
@@ -44,6 +45,7 @@ _GHOST_BATCH_NORM = frozenset({"resnet_50"})  # builders that take ghost_batch_s
 _FC = re.compile(r"^fc(_[1-9][0-9]{0,5})+$")
 _FC_FAMILY = "fc_<N1>_..._<Nk> (fully connected, e.g. fc_128_128)"
 MODEL_FAMILIES = (_FC_FAMILY, *_MODELS)
+_OWN_MODEL = f"name your own model function, {MODEL_FUNCTION_SYNTAX}"
 
 
 def _entry(name: str):
@@ -68,12 +70,13 @@ def check_model_name(name: str, task: str | None = None) -> None:
     if task is not None and task not in TASKS:
         raise ValueError(f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
     entry = _entry(name)
+    allowed = ", ".join(_families(task)) or f"none of the registry's; {_OWN_MODEL}"
     if entry is None:
         scope = "" if task is None else f" for task {task!r}"
-        raise ValueError(f"unknown model {name!r}{scope}; allowed: {', '.join(_families(task))}")
+        raise ValueError(f"unknown model {name!r}{scope}; allowed: {allowed}")
     if task is not None and task not in entry[1]:
         raise ValueError(f"model {name!r} does not serve task {task!r} (it serves "
-                         f"{', '.join(entry[1])}); allowed for {task}: {', '.join(_families(task))}")
+                         f"{', '.join(entry[1])}); allowed for {task}: {allowed}")
 
 
 def _input_shape(name: str, input_shape, task: str) -> tuple:
@@ -90,14 +93,19 @@ def _input_shape(name: str, input_shape, task: str) -> tuple:
 
 
 def build_model(name: str, input_shape, num_outputs: int, task: str = "classification",
-                ghost_batch_size: int = 32):
+                ghost_batch_size: int = 32, parameters: dict | None = None):
     """A keras.Model mapping inputs to float32 logits (see the module docstring).
 
     ``input_shape``: (H, W, C) for image models (any shape for fc_*); for language
     models (time,) with time usually None, or None. ``num_outputs``: classes, or the
-    vocabulary size of a language model. ``ghost_batch_size``: examples per ghost
-    batch of ghost batch normalisation (resnet_50 only).
+    vocabulary size of a language model (regression: target values per example).
+    ``ghost_batch_size``: examples per ghost batch of ghost batch normalisation
+    (resnet_50 only). ``parameters``: the trial's; a user's model function
+    (``core.names.is_model_function``) gets its model parameters (``user_model``), a
+    registry model takes none.
     """
+    if is_model_function(name):
+        return build_user_model(name, parameters or {}, input_shape, num_outputs)
     check_model_name(name, task)
     if int(num_outputs) != num_outputs or num_outputs < 1:
         raise ValueError(f"num_outputs must be a positive integer, got {num_outputs!r}")
@@ -106,7 +114,5 @@ def build_model(name: str, input_shape, num_outputs: int, task: str = "classific
     return module.build(name, _input_shape(name, input_shape, task), int(num_outputs), **options)
 
 
-from batchscale.workloads.models.user_model import check_model_reference  # noqa: E402
-
-__all__ = ["MODEL_FAMILIES", "TASKS", "build_model", "check_model_name", "check_model_reference",
+__all__ = ["MODEL_FAMILIES", "TASKS", "build_model", "check_model_name",
            "model_tasks"]

@@ -1,0 +1,44 @@
+"""Each task's training loss as a pure function of a model's outputs, for the steps that
+trace it themselves (the pack engine's vmapped step, the noise probe's gradients), and
+the targets it takes. The fit engine trains with ``keras_setup.make_loss``, Keras' loss
+objects of the same formulas.
+
+- classification: softmax cross entropy of logits (B, C) against one-hot rows, with
+  label smoothing ``s`` (targets ``y (1 - s) + s / C``), averaged over the batch;
+- regression: the mean squared error of predictions (B, k) against targets (B, k),
+  averaged over every value (Keras' ``MeanSquaredError``); label smoothing does not apply.
+
+Only tasks whose data the pack engine holds as arrays (``VMAPPED_TASKS``) are here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+VMAPPED_TASKS = ("classification", "regression")  # tasks the vmapped pack step trains
+
+
+def loss_targets(task: str, labels: np.ndarray, num_outputs: int) -> np.ndarray:
+    """A split's targets as the loss takes them: one-hot float32 rows (N, classes) for
+    classification; float32 (N, k) for regression (a flat (N,) becomes (N, 1), never
+    broadcast against (N, 1) predictions)."""
+    if task == "classification":
+        return np.eye(num_outputs, dtype=np.float32)[labels]
+    if task == "regression":
+        labels = np.asarray(labels, dtype=np.float32)
+        return labels.reshape(len(labels), -1)
+    raise ValueError(f"the vmapped step trains {', '.join(VMAPPED_TASKS)}, not {task!r}")
+
+
+def stateless_loss(task: str, outputs, targets, smoothing, num_outputs: int):
+    """The batch's mean training loss (traceable: ``smoothing`` may be a traced value)."""
+    from keras import ops
+
+    if task == "classification":
+        target = ops.add(ops.multiply(targets, ops.subtract(1.0, smoothing)),
+                         ops.divide(smoothing, float(num_outputs)))
+        losses = ops.categorical_crossentropy(target, outputs, from_logits=True)
+        return ops.divide(ops.sum(losses), float(losses.shape[0]))
+    if task == "regression":
+        return ops.mean(ops.square(ops.subtract(ops.cast(outputs, "float32"), targets)))
+    raise ValueError(f"the vmapped step trains {', '.join(VMAPPED_TASKS)}, not {task!r}")
