@@ -216,13 +216,16 @@ def check_goal_flags(goals, flag: str = "--goal", folder: str = ".") -> None:
     number was made in ``folder`` in the last ``RECENT_SECONDS``, the hint names it (the
     user may want it gone) and the goal most likely typed; otherwise it writes the goal
     in the metric's own direction with VALUE for the number we never saw.
-    Goals with a comparison pass untouched (``parse_goal`` checks them)."""
+    Goals with a comparison, and words that name no metric, pass untouched (``parse_goal``
+    checks them)."""
     from batchscale.core.names import METRIC_DIRECTIONS
 
     for goal in [goals] if isinstance(goals, str) else goals or []:
         if not isinstance(goal, str) or not _BARE_METRIC.match(goal):
             continue
         goal = goal.strip()
+        if goal.rsplit("/", 1)[-1] not in METRIC_DIRECTIONS:
+            continue  # no metric either: the goal syntax's own message says what is allowed
         op = "<" if METRIC_DIRECTIONS.get(goal.rsplit("/", 1)[-1], "minimize") == "minimize" else ">"
         stray = _redirection_file(folder)
         if stray is not None:
