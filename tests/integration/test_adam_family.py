@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from batchscale.core.names import ADAM_FAMILY, SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS
+from batchscale.training.keras_setup import seed_keras
 from batchscale.training.optimizer import make_optimizer
 from batchscale.training.optimizer_rules import SLOTS, optimizer_settings
 from batchscale.training.schedules import make_keras_schedule
@@ -59,7 +60,9 @@ KERAS = {"adam": keras.optimizers.Adam, "adamw": keras.optimizers.AdamW,
 
 def _model(l2: float = 0.0):
     regularizer = keras.regularizers.L2(l2 / 2) if l2 else None  # (l2/2)||W||^2: gradient l2 W
-    keras.utils.set_random_seed(7)
+    # seed_keras, not keras.utils.set_random_seed: an earlier test in this process may have
+    # given Keras a private seed stream (keras_setup._private_default_seeds)
+    seed_keras(7, keras.backend.backend())
     return keras.Sequential([
         keras.Input((FEATURES,)),
         keras.layers.Dense(5, activation="tanh", kernel_regularizer=regularizer),
