@@ -119,8 +119,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         json.dump(spec.to_dict(), fh)
 
     total = len(spec.batch_sizes) * spec.trials_per_batch_size
-    print(f"study {spec.name}: {spec.workload.dataset}/{spec.workload.model}/"
-          f"{spec.workload.optimizer}, {total} trials, store {store.url()}")
+    print(f"study {spec.name}: {spec.workload.label}"
+          f", {total} trials, store {store.url()}")
     print(f"kfp task logs: {log_path}")
     started = time.time()
     _requested.clear()

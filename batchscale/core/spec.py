@@ -20,6 +20,7 @@ from batchscale.core.goals import Goal  # noqa: F401  (a StudySpec field's type)
 from batchscale.core.names import (  # noqa: F401  (BACKENDS, PRECISIONS: allowed values)
     BACKENDS,
     PRECISIONS,
+    is_model_function,
     model_folder,
 )
 from batchscale.core.protocols import DEFAULT as DEFAULT_PROTOCOL
@@ -192,6 +193,20 @@ class Workload:
         """The workload's folder in its study, as the paper's database lays it out:
         ``<dataset>/<model>/<optimizer>`` (a user's model function by ``model_folder``)."""
         return f"{self.dataset}/{model_folder(self.model)}/{self.optimizer}"
+
+    @property
+    def label(self) -> str:
+        """How the console and the pack notes name the workload: ``dataset/model/optimizer``
+        for the registry's; a user's data by its file name and format and model by its
+        reference (``mnist.npz (npz)/model.py:build/adamw``), not the store's hashed name."""
+        if self.data is None and not is_model_function(self.model):
+            return f"{self.dataset}/{self.model}/{self.optimizer}"
+        data = (f"{self.data.path.rstrip('/').rsplit('/', 1)[-1]} ({self.data.format})"
+                if self.data else self.dataset)
+        model = self.model
+        if is_model_function(model) and "/" in model.rpartition(":")[0]:
+            model = model.rsplit("/", 1)[-1]  # a file by its name
+        return f"{data}/{model}/{self.optimizer}"
 
     def to_dict(self) -> dict:
         """The spec's form: files as the ``dataset`` mapping; ``task`` and ``data`` only

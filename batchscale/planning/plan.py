@@ -61,8 +61,8 @@ class Plan:
         """What ``batchscale plan`` prints."""
         n, spec = self.noise, self.spec
         hw = self.hardware
-        out = [f"plan for study {spec.name}: {spec.workload.dataset}/{spec.workload.model}/"
-               f"{spec.workload.optimizer} on {hw['device_kind']} ({hw['cpu_cores']:g} cores, "
+        out = [f"plan for study {spec.name}: {spec.workload.label}"
+               f" on {hw['device_kind']} ({hw['cpu_cores']:g} cores, "
                f"preset {hw['preset']})",
                f"gradient noise scale B_simple = {n.value:.3g} [{n.low:.3g}, {n.high:.3g}] "
                f"({n.level:.0%} interval), from gradients over {n.b_small} and {n.b_big} "

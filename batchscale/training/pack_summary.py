@@ -64,8 +64,8 @@ def summarize_pack(spec: StudySpec, pack: PackSpec, trials: list[TrialSpec], met
     lines = [
         f"### Pack {pack.pack_id}: batch size {pack.batch_size}, trials {ids}",
         "",
-        f"Study `{spec.name}` ({spec.workload.dataset}/{spec.workload.model}/"
-        f"{spec.workload.optimizer}), protocol {spec.protocol}. "
+        f"Study `{spec.name}` ({spec.workload.label}"
+        f"), protocol {spec.protocol}. "
         + (f"Fewest steps to {goal.label} in this pack: **{min(reached)}**." if reached
            else f"No trial of this pack reached {goal.label}."),
         "",
