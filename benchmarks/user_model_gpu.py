@@ -20,8 +20,10 @@ script runs on a bare accelerator machine with only JAX, Keras and their needs.
    trials per hour, and what the trials' metadata says (compile, evaluation, training).
 
 Every timing blocks on the device's results (``run_chunk`` reads its finite flags back;
-the state is waited on too). Prints a Markdown table and writes ``user_model_gpu.json``
-and ``user_model_gpu.md`` into ``--out`` (default: ``$OUT``, else the current folder).
+the state is waited on too). Prints Markdown tables and writes ``user_model_gpu.json``
+and ``user_model_gpu.md`` into ``--out`` (default: ``$OUT``, else the current folder)
+after each part, so a part that fails on a scarce device run loses only itself (the JSON
+says ``"finished": false`` until the end).
 
     KERAS_BACKEND=jax python benchmarks/user_model_gpu.py --data mnist_5k.npz [--quick]
         [--batch-sizes 8,32,256,2048] [--widths 1,8,32,64] [--pack-batch 128]
@@ -111,7 +113,7 @@ class Chunks:
         ``repeats`` chunks: seconds per step (median, spread) and the compile time."""
         first, compile_seconds = self.run(batch_size, 5)
         probe, _ = self.run(batch_size, 20)
-        steps = int(np.clip(target / max(probe / 20, 1e-7), 20, 20_000))
+        steps = int(np.clip(target / max(probe / 20, 1e-7), 3, 20_000))
         per_step = [self.run(batch_size, steps)[0] / steps for _ in range(repeats)]
         return {"compile_seconds": compile_seconds, "first_call_seconds": first,
                 "steps_per_repeat": steps, "seconds_per_step": statistics.median(per_step),
@@ -234,6 +236,8 @@ def tables(result: dict) -> str:
                    f"{1e3 * r['seconds_per_step_min']:.3f}-{1e3 * r['seconds_per_step_max']:.3f} | "
                    f"{r['examples_per_second']:,.0f} | {1e3 * r['probe_seconds_per_step']:.3f} | "
                    f"{r['compile_seconds']:.2f} |")
+    if not result["packs"]:
+        return "\n".join(out)
     out += ["", "| pack K | batch | ms/step of the pack | trial-steps/s | examples/s | "
             "x over K=1 | compile s | finite |", "|---|---|---|---|---|---|---|---|"]
     for r in result["packs"]:
@@ -270,10 +274,12 @@ def main() -> None:
                         help="run_pack's vmap widths, one run each: 'default' (a study's: 1 on a "
                              "CPU, the user model's pack capacity on an accelerator), 'all' (every "
                              "trial at once) or a number; comma-separated")
-    parser.add_argument("--quick", action="store_true", help="3 repeats of 0.2 s, 8 x 200 run_pack")
+    parser.add_argument("--quick", action="store_true",
+                        help="3 repeats of 0.2 s; run_pack: at most 8 trials x 200 steps")
     args = parser.parse_args()
     if args.quick:
-        args.repeats, args.seconds, args.study_trials, args.study_steps = 3, 0.2, 8, 200
+        args.repeats, args.seconds, args.study_steps = 3, 0.2, 200
+        args.study_trials = min(args.study_trials, 8)
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     args.widths = [int(k) for k in args.widths.split(",")]
     os.environ.setdefault("KERAS_BACKEND", "jax")
@@ -285,43 +291,48 @@ def main() -> None:
 
     select_backend("jax")
     scratch = tempfile.mkdtemp(prefix="user-model-gpu-")
+    started, load_before = time.perf_counter(), os.getloadavg()
+    result = {"arguments": dict(vars(args)), "step_times": [], "packs": [], "studies": []}
+
+    def save(final: bool = False) -> str:
+        """Write what is measured so far (a part that fails on the device loses only itself)."""
+        result["total_seconds"] = time.perf_counter() - started
+        result["environment"] = {**environment(), "load_average_before": load_before}
+        text = tables(result)
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "user_model_gpu.json"), "w") as fh:
+            json.dump({**result, "finished": final}, fh, indent=1, default=str)
+        with open(os.path.join(args.out, "user_model_gpu.md"), "w") as fh:
+            fh.write(text + "\n")
+        return text
+
     try:
-        started, load_before = time.perf_counter(), os.getloadavg()
         spec, _, pipeline = load_workload(args.spec, args.data, os.path.join(scratch, "a"),
                                           {"backend": "jax"})
         x, y = pipeline.arrays("train")
         x_all = jnp.asarray(x)
         y_all = jnp.asarray(loss_targets(pipeline.task, y, pipeline.num_outputs))
-        result = {"workload": {
+        result["workload"] = {
             "model": spec.workload.model, "data": spec.workload.data.path, "task": pipeline.task,
             "train_examples": int(len(x)), "input_shape": list(pipeline.input_shape),
-            "optimizer": spec.workload.optimizer, "precision": spec.workload.precision},
-            "arguments": {k: v for k, v in vars(args).items()}}
-        import jax
-
-        print(f"{jax.devices()[0].device_kind}: {spec.workload.model} on "
-              f"{spec.workload.data.path} ({len(x)} training examples)", flush=True)
+            "optimizer": spec.workload.optimizer, "precision": spec.workload.precision}
+        print(f"{result['workload']['model']} on {result['workload']['data']} "
+              f"({len(x)} training examples), {environment()['device_kind']}", flush=True)
         result["step_times"] = step_times(spec, pipeline, x_all, y_all, args)
+        save()
         result["packs"] = pack_rates(spec, pipeline, x_all, y_all, args)
-        result["studies"] = []
+        save()
         for i, width in enumerate(args.study_widths.split(",") if args.study_trials else []):
             result["studies"].append(study_pack(args, os.path.join(scratch, f"b{i}"), width))
             s = result["studies"][-1]
             print(f"  run_pack, {s['trials']} trials, vmap width {s['vmap_width']}: "
                   f"{s['wall_seconds']:.1f} s", flush=True)
-        result["total_seconds"] = time.perf_counter() - started
-        result["environment"] = {**environment(), "load_average_before": load_before}
+            save()
+        text = save(final=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    text = tables(result)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "user_model_gpu.json"), "w") as fh:
-        json.dump(result, fh, indent=1, default=str)
-    with open(os.path.join(args.out, "user_model_gpu.md"), "w") as fh:
-        fh.write(text + "\n")
     print(f"\n{text}\n\n{result['total_seconds']:.0f} s in all; "
           f"written: {os.path.join(args.out, 'user_model_gpu.json')}")
-
 
 if __name__ == "__main__":
     main()

@@ -32,7 +32,7 @@ def test_the_user_model_benchmark_runs_and_needs_nothing_the_device_lacks(tmp_pa
     assert "| pack K |" in run.stdout and (out / "user_model_gpu.md").exists()
     result = json.loads((out / "user_model_gpu.json").read_text())
 
-    assert result["environment"]["absent_there_but_imported"] == []
+    assert result["finished"] and result["environment"]["absent_there_but_imported"] == []
     assert result["workload"]["model"].endswith("examples/your_workload/model.py:build")
     assert [r["batch_size"] for r in result["step_times"]] == [8, 64]
     for row in result["step_times"] + result["packs"]:
