@@ -156,7 +156,9 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
             [sys.executable, "-m", "batchscale.pipelines.local_run", spec_path,
              os.path.join(work, "kfp-outputs")],
             stdout=log, stderr=subprocess.STDOUT, cwd=work,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # task output reaches the log at once
+            # task output reaches the log at once; a user's module found through a relative
+            # PYTHONPATH entry is found from the tasks' folder too
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **absolute_pythonpath(os.environ)},
             start_new_session=True,  # its own process group: stop_child ends the whole tree
         )
         console = RunConsole()
@@ -245,6 +247,19 @@ def failure_reason(log_text: str) -> str:
         if match and "RuntimeError: Pipeline" not in line:
             return f"{match.group(1)}: {match.group(3).strip()}"
     return "see the log"
+
+
+def absolute_pythonpath(environ) -> dict:
+    """``{"PYTHONPATH": ...}`` with each relative entry (``.``, ``src``; an empty one is the
+    current folder) made absolute against this process's folder, or ``{}`` when unset. The
+    check before the run imports a user's ``module:function`` here; kfp.local's tasks run in
+    another folder, where a relative entry would name another place and the pack would fail
+    after the data was prepared."""
+    entries = environ.get("PYTHONPATH")
+    if not entries:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join(os.path.abspath(e or os.curdir)
+                                          for e in entries.split(os.pathsep))}
 
 
 def absolute_store(spec: StudySpec) -> StudySpec:

@@ -78,12 +78,28 @@ def as_number(field_name, value, integer=False):
     which turn every int (batch sizes, seeds) into a float.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        fail_field(field_name, f"{value!r} is not {'an integer' if integer else 'a finite number'}")
+        fail_field(field_name, f"{value!r} is not {'an integer' if integer else 'a finite number'}"
+                   f"{_yaml_text_hint(value)}")
     if integer:
         if not float(value).is_integer():
             fail_field(field_name, f"{value!r} is not an integer")
         return int(value)
     return value
+
+
+def _yaml_text_hint(value) -> str:
+    """A number YAML read as text (PyYAML, YAML 1.1, takes ``1e-4`` for a string: its
+    exponent form needs a dot, ``1.0e-4``): the hint that says so and how to write it."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    if not math.isfinite(number):
+        return ""
+    return (f" (read as text: YAML takes an exponent only with a dot, 1.0e-4 not 1e-4, and a "
+            f"quoted number as text; write {number!r})")
 
 
 def as_integer_in(field_name, value, lowest: int, highest: int) -> int:

@@ -65,11 +65,37 @@ TOKEN_PIPELINE = "batchscale.workloads.inputs:TokenArrays"
 TEST_IS_VALIDATION = "validation (the files hold no test split; nothing in batchscale evaluates on it)"
 
 
-@functools.lru_cache(maxsize=32)
+# Facts of files a store has prepared (``remember_prepared``): what ``describe`` answers
+# for them in a process that reads a finished study, whose files may have moved or gone.
+_PREPARED: dict = {}
+
+
+def remember_prepared(files, task: str, record: dict) -> None:
+    """Let ``describe(files, task)`` answer from a store's record of those files
+    (``datasets/<name>/info.json``, written by prepare_data) instead of reading them: a
+    report of a study whose data file was moved, deleted or is on a bucket this machine
+    cannot read. Only the study readers call it; validation reads the files."""
+    lm = task == "language_model"
+    _PREPARED[(files, task)] = DatasetInfo(
+        name=files.name, description=record.get("description", ""), source="files",
+        loader=LOADER, num_classes=int(record["num_classes"]),
+        input_shape=tuple(record["input_shape"]), split_sizes=dict(record["split_sizes"]),
+        task=task, pipeline=TOKEN_PIPELINE if lm else "",
+        pixel_max=float(record.get("pixel_max", 1.0)), files=files,
+        notes="your data, as prepared in the store")
+
+
 def describe(files, task: str) -> DatasetInfo:
     """The facts validation needs (split sizes, input shape, classes or outputs, metrics),
     read as cheaply as the format allows (npz headers and training labels, a Parquet
-    footer and label column, one image's header; a CSV whole). Cached per process."""
+    footer and label column, one image's header; a CSV whole). Cached per process; files
+    a study reader found prepared in its store are answered from that record."""
+    prepared = _PREPARED.get((files, task))
+    return prepared if prepared is not None else _describe_files(files, task)
+
+
+@functools.lru_cache(maxsize=32)
+def _describe_files(files, task: str) -> DatasetInfo:
     _check_task_format(files, task)
     source = open_files(files.path, files.format)
     if files.format == "npz":

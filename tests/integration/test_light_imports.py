@@ -65,3 +65,16 @@ def test_a_trial_imports_keras_without_its_optional_integrations():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
                          text=True, check=True)
     assert out.stdout.split("\n")[:3] == ["[]", "(4, 2)", "(1, 1) sklearn matplotlib"]
+
+
+def test_validate_of_a_registry_workload_imports_no_keras(tmp_path):
+    """`batchscale validate` runs the user-workload deep check only for a user's model or
+    files: a registry workload (even with an Adam-family optimizer) stays light."""
+    spec = tmp_path / "study.yaml"
+    spec.write_text(f"name: light\nstore: {tmp_path / 'store'}\n"
+                    "workload: {dataset: mnist_5k, model: fc_128_128, optimizer: adamw}\n")
+    code = ("import sys\nfrom batchscale.cli.main import main\n"
+            f"code = main(['validate', {str(spec)!r}])\n"
+            "print(code, sorted(m for m in ('keras', 'jax', 'tensorflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "0 []"

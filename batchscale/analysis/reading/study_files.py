@@ -151,9 +151,34 @@ def read_spec(fs: Storage, location: str, damaged: list[Damage]) -> StudySpec | 
             return parse_spec({**raw, "store": _store_of(location)})
         except SpecError as err:
             problem = f"is not a valid study spec ({err})"
+            if _prepared_files_known(raw, _store_of(location)):  # the user's files moved or gone
+                try:
+                    return parse_spec({**raw, "store": _store_of(location)})
+                except SpecError:
+                    pass
     damaged.append(Damage(fs.url("study_spec.json"), problem, "read as the paper's layout: "
                           "goals from study.json, no check of the trials the study expects"))
     return None
+
+
+def _prepared_files_known(raw: dict, store: str) -> bool:
+    """Whether the spec's own data files (``workload.dataset: {path, ...}``) are prepared in
+    ``store``: then their facts are taken from its record (``data_files.remember_prepared``),
+    so a finished study reads without its files, which may since have moved or gone."""
+    workload = raw.get("workload")
+    if not isinstance(workload, dict) or not isinstance(workload.get("dataset"), dict):
+        return False
+    from batchscale.store.layout import StudyStore
+    from batchscale.validation.data_spec import parse_data_files
+    from batchscale.workloads.data_files import remember_prepared
+
+    try:
+        files = parse_data_files(workload["dataset"], int(raw.get("seed", 0)))
+        record = StudyStore(store).read_dataset_info(files.name)
+        remember_prepared(files, str(workload.get("task", "classification")), record)
+    except (SpecError, OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
 
 
 def _is_batch_dir(fs: Storage, path: str) -> bool:
