@@ -19,12 +19,13 @@ def train_pack(study_spec: dict, pack: dict, store_root: str,
     from batchscale.store.layout import StudyStore
     from batchscale.training.pack_summary import summarize_pack
     from batchscale.training.packs import run_pack
-    from batchscale.training.workload_check import check_user_workload
+    from batchscale.training.workload_check import check_model_source, check_user_workload
     from batchscale.validation import resolve_spec
 
     spec = resolve_spec(study_spec, store_root)
     check_user_workload(spec, files=False)  # the user's model function: importable here, sound
     descriptor, store = PackSpec.from_dict(pack), StudyStore(spec.store)
+    check_model_source(spec, store, record=True)  # the code its finished trials were trained by
     trials = pack_trials(spec, descriptor, store.read_rounds(spec, descriptor.batch_size))
     shown = summarize_pack(spec, descriptor, trials, run_pack(spec, trials, store), store)
     for name, value in shown.metrics.items():

@@ -152,9 +152,15 @@ def check_here(spec: StudySpec) -> StudySpec:
     train or check on this machine (``validate``, ``plan``, ``run --local``). A cluster's
     commands (``compile``, ``plan --compile``, ``upload``, ``submit``) leave it to the pod,
     whose image holds the user's code (pipelines/cluster_workload.py)."""
-    from batchscale.training.workload_check import check_user_workload
+    from batchscale.store.layout import StudyStore
+    from batchscale.training.workload_check import check_model_source, check_user_workload
 
     check_user_workload(spec)
+    try:
+        store = StudyStore(spec.store)
+    except (OSError, ValueError):  # no store yet (or unreachable): nothing trained to compare
+        store = None
+    check_model_source(spec, store)
     return spec
 
 

@@ -112,6 +112,14 @@ class StudyStore:
                         STUDY_SPEC_KEY: spec.to_dict()}, indent=2),
         )
 
+    def read_model_source(self, study: str) -> dict | None:
+        """The record of the user's model code a study trains (``model_source.json``:
+        reference, file, sha256), or None before its first pack task wrote it."""
+        return read_json_object(self.fs, f"{study}/model_source.json")[0]
+
+    def write_model_source(self, study: str, record: dict) -> None:
+        self.fs.write_text(f"{study}/model_source.json", json.dumps(record, indent=2))
+
     def read_spec_dict(self, study: str) -> dict:
         """The study's stored spec as written (``StudySpec.to_dict``); parse it with
         ``batchscale.validation.parse_spec`` (the store sits below validation)."""

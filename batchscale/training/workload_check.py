@@ -171,3 +171,27 @@ def initial_loss(task: str, outputs: np.ndarray, targets: np.ndarray) -> float:
 
 def _quiet(*_) -> None:
     """A log that says nothing (the check's scope spreads no batch over devices)."""
+
+
+def check_model_source(spec: StudySpec, store, record: bool = False) -> None:
+    """Refuse, in one line, a user's model function whose source file changed since the
+    study's first pack task trained with it (its sha256 in ``<study>/model_source.json``):
+    a re-run would otherwise re-use trials of the old model and report them as the new
+    one's. ``record``: write the record when the study has none yet (a pack task, about
+    to train; the CLI only reads). ``store``: the study's StudyStore, or None (nothing
+    stored yet). A registry model returns at once."""
+    if not is_model_function(spec.workload.model):
+        return
+    from batchscale.workloads.models.user_model import model_source
+
+    now = model_source(spec.workload.model)
+    stored = store.read_model_source(spec.name) if store is not None else None
+    if stored is None:
+        if record and now["sha256"]:
+            store.write_model_source(spec.name, now)
+        return
+    if stored.get("sha256") and now["sha256"] and stored["sha256"] != now["sha256"]:
+        fail_field(FIELD, f"{now['file']} changed since study {spec.name} trained with it "
+                   f"(sha256 {stored['sha256'][:12]}..., now {now['sha256'][:12]}...): its "
+                   "finished trials are of the old model; restore the file, or study the new "
+                   "model under a new study name")

@@ -96,6 +96,23 @@ def load_model_function(reference: str):
     return function
 
 
+def model_source(reference: str) -> dict:
+    """What the model function's code is, for the study's record: the source file (the
+    .py named, or the module's ``__file__``) and its sha256. Imports the function
+    (``load_model_function``). The file holding the function is what is hashed: a helper
+    module it imports is not (say so where this is documented)."""
+    import inspect
+
+    function = load_model_function(reference)
+    path = inspect.getsourcefile(function) or getattr(sys.modules.get(function.__module__),
+                                                       "__file__", None)
+    if not path or not os.path.isfile(path):
+        return {"reference": reference, "file": None, "sha256": None}
+    with open(path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    return {"reference": reference, "file": os.path.abspath(path), "sha256": digest}
+
+
 def _import_module(name: str):
     try:
         return importlib.import_module(name)
