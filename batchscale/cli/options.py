@@ -152,8 +152,15 @@ def check_here(spec: StudySpec) -> StudySpec:
     train or check on this machine (``validate``, ``plan``, ``run --local``). A cluster's
     commands (``compile``, ``plan --compile``, ``upload``, ``submit``) leave it to the pod,
     whose image holds the user's code (pipelines/cluster_workload.py)."""
+    import dataclasses
+
     from batchscale.store.layout import StudyStore
-    from batchscale.training.workload_check import check_model_source, check_user_workload
+    from batchscale.training.workload_check import (
+        check_data_source,
+        check_model_source,
+        check_user_workload,
+    )
+    from batchscale.validation.workload_spec import absolute_paths
 
     check_user_workload(spec)
     try:
@@ -161,6 +168,8 @@ def check_here(spec: StudySpec) -> StudySpec:
     except (OSError, ValueError):  # no store yet (or unreachable): nothing trained to compare
         store = None
     check_model_source(spec, store)
+    # the store names a data set by its absolute path, as run --local hands it on
+    check_data_source(dataclasses.replace(spec, workload=absolute_paths(spec.workload)), store)
     return spec
 
 

@@ -195,3 +195,16 @@ def check_model_source(spec: StudySpec, store, record: bool = False) -> None:
                    f"(sha256 {stored['sha256'][:12]}..., now {now['sha256'][:12]}...): its "
                    "finished trials are of the old model; restore the file, or study the new "
                    "model under a new study name")
+
+
+def check_data_source(spec: StudySpec, store) -> None:
+    """Refuse, in one line, a user's data file that changed since the study's store
+    prepared it (``data_files.check_source_unchanged``, which data preparation also runs):
+    here so the CLI says it before it starts anything (exit 2), not a task after it has.
+    ``store``: the study's StudyStore, or None (nothing prepared yet)."""
+    if spec.workload.data is None or store is None or not store.has_dataset(spec.workload.dataset):
+        return
+    from batchscale.workloads.data_files import check_source_unchanged
+    from batchscale.workloads.dataset_registry import dataset_for
+
+    check_source_unchanged(store, dataset_for(spec.workload))

@@ -83,3 +83,28 @@ def test_hostile_model_functions_exit_2_in_one_line(case, tmp_path, store, capsy
     line = _refused(tmp_path, store, capsys, workload, "classification")
     expected = f"batchscale: error: workload.model: {message.format(tmp=tmp_path, file=path)}"
     assert line.startswith(expected), line
+
+
+def test_a_data_file_changed_since_its_preparation_exits_2_before_anything_starts(
+        tmp_path, store, capsys, monkeypatch):
+    """A relative data path, as a user writes it: the store names the data set by the
+    absolute path run --local hands on, and the CLI compares that copy's recorded sha256
+    with the file before it starts a pipeline."""
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    x, y = np.random.default_rng(1).random((60, 4)), np.arange(60) % 3
+    np.savez(tmp_path / "mine.npz", x_train=x, y_train=y)
+    (tmp_path / "model.py").write_text(GOOD)
+    workload = {"dataset": {"path": "mine.npz", "format": "npz"}, "model": "model.py:build"}
+    spec = parse_spec({"name": "mine", "store": str(store), "workload": workload,
+                       "goals": [GOALS["classification"]]})
+    from batchscale.validation.workload_spec import absolute_paths
+
+    prepare_dataset(StudyStore(str(store)), describe(absolute_paths(spec.workload).data,
+                                                     "classification"), log=lambda *_: None)
+    y[0] = 2 if y[0] != 2 else 1
+    np.savez(tmp_path / "mine.npz", x_train=x, y_train=y)
+    line = _refused(tmp_path, store, capsys, workload, "classification")
+    assert line.startswith(f"batchscale: error: workload.dataset: {tmp_path}/mine.npz: changed since "
+                           "it was prepared"), line
