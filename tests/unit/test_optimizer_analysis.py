@@ -82,3 +82,17 @@ def test_the_paper_database_keeps_momentum(tmp_path):
     analysis = analyse(study, resamples=20)
     assert "momentum and effective learning rate η/(1−γ)" in analysis.figures[
         "optimal_metaparameters.svg"][1]
+
+
+def test_a_study_without_momentum_or_own_columns_shows_no_momentum_column():
+    """Plain SGD, or an Adam-family study that searches none of beta_1...: its trials hold
+    no momentum, and the steps table does not show an empty momentum column."""
+    import pandas as pd
+
+    from batchscale.analysis.pages.report_sections import step_columns
+
+    summary = pd.DataFrame({"batch_size": [8, 16], "steps_to_result": [100, 60],
+                            "learning_rate": [0.1, 0.2], "momentum": [float("nan")] * 2,
+                            "effective_learning_rate": [0.1, 0.2]})
+    assert "momentum" not in step_columns(summary)
+    assert "momentum" in step_columns(summary.assign(momentum=[0.9, 0.95]))

@@ -96,9 +96,12 @@ def _level(analysis: Analysis) -> tuple[float, int]:
 
 def step_columns(summary: pd.DataFrame) -> list[str]:
     """``STEP_COLUMNS`` as a steps table of this study has them: an Adam-family study's
-    own metaparameters (``steps.optimizer_columns``) in momentum's place."""
+    own metaparameters (``steps.optimizer_columns``) in momentum's place, and no momentum
+    column where no trial has one."""
     own = [c for c in OWN_COLUMNS if c in summary]
     columns = [c for n in STEP_COLUMNS for c in (own if own and n == "momentum" else [n])]
+    if "momentum" in columns and "momentum" in summary and summary["momentum"].isna().all():
+        columns.remove("momentum")  # plain SGD, or an Adam study searching none of its own
     return [c for c in columns if c in summary]
 
 
