@@ -89,8 +89,6 @@ def test_a_study_without_momentum_or_own_columns_shows_no_momentum_column():
     no momentum, and the steps table does not show an empty momentum column."""
     import pandas as pd
 
-    from batchscale.analysis.pages.report_sections import step_columns
-
     summary = pd.DataFrame({"batch_size": [8, 16], "steps_to_result": [100, 60],
                             "learning_rate": [0.1, 0.2], "momentum": [float("nan")] * 2,
                             "effective_learning_rate": [0.1, 0.2]})
