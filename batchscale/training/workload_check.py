@@ -194,7 +194,8 @@ def check_model_source(spec: StudySpec, store, record: bool = False) -> None:
         fail_field(FIELD, f"{now['file']} changed since study {spec.name} trained with it "
                    f"(sha256 {stored['sha256'][:12]}..., now {now['sha256'][:12]}...): its "
                    "finished trials are of the old model; restore the file, or study the new "
-                   "model under a new study name")
+                   f"model under a new study name (the record: "
+                   f"{store.url(spec.name + '/model_source.json')})")
 
 
 def check_data_source(spec: StudySpec, store) -> None:

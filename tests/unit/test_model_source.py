@@ -46,6 +46,7 @@ def test_a_changed_model_file_is_refused_and_a_restored_one_passes(tmp_path):
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"workload.model: {model} changed since "
                                                       "study own trained with it (sha256 ")
+    assert message.endswith("own/model_source.json)")  # names the record it compared with
     assert _snapshot(tmp_path / "store") == before
     model.write_text(original)
     check_model_source(spec, store)
