@@ -4,8 +4,6 @@ store is byte-identical afterwards."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ from batchscale.core.spec import DataFiles
 from batchscale.store.layout import StudyStore
 from batchscale.workloads.data_files import describe
 from batchscale.workloads.prepare import prepare_dataset
+from tests.integration.test_cli_bad_input import _snapshot
 
 
 def _npz(**arrays):
@@ -142,17 +141,6 @@ CASES = [  # (id, writer, format, task, options, what the line says)
     ("lm-unseen-token", _npz(x_train=np.ones((4, 5), int), x_validation=np.full((2, 5), 9)), "npz",
      "language_model", {}, "x_validation holds token id 9, outside the training split's vocabulary"),
 ]
-
-
-def _snapshot(folder) -> dict[str, str]:
-    out = {}
-    for current, dirs, files in os.walk(folder):
-        out.update({os.path.relpath(os.path.join(current, d), folder): "folder" for d in dirs})
-        for name in files:
-            path = os.path.join(current, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 @pytest.fixture
