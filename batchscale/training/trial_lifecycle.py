@@ -39,7 +39,7 @@ from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import continues, is_finished, keeps_checkpoint
 from batchscale.store.checkpoints import Checkpoint, delete_checkpoint, read_checkpoint, write_checkpoint
-from batchscale.store.crossings import CrossingBoard
+from batchscale.store.crossings import CrossingBoard, checked_board
 from batchscale.store.layout import StudyStore
 from batchscale.store.leases import Leases, lease_dir
 from batchscale.training.keras_setup import hardware
@@ -162,8 +162,9 @@ def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: i
 
 def crossing_board(store: StudyStore, spec: StudySpec, batch_size: int) -> CrossingBoard | None:
     """Where trials of ``batch_size`` publish and learn goal crossings (a protocol that
-    ``races`` only); a pack shares one between its trials."""
-    return CrossingBoard(store.fs, spec.name, batch_size) if spec.protocol.races else None
+    ``races`` only); a pack shares one between its trials. It believes another process's
+    crossing only once checked against that trial's record (``crossings.checked_board``)."""
+    return checked_board(store, spec, batch_size) if spec.protocol.races else None
 
 
 def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata: dict,
