@@ -27,6 +27,7 @@ import math
 import sys
 
 from batchscale.cli.options import WIDE_HINT, add_wide_arg, check_goal_flags, table_width
+from batchscale.core.errors import StoreDamaged
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError
 
@@ -243,7 +244,7 @@ def print_stored_report(spec, store, elapsed: float | None = None, width: int | 
 
     base = f"{spec.name}/report"
     if not store.fs.exists(f"{base}/summary.json"):
-        raise FileNotFoundError(f"no report in {store.url(base)}; run `batchscale report "
+        raise StoreDamaged(f"no report in {store.url(base)}; run `batchscale report "
                                 f"{store.url(spec.name)}` to build it")
     steps = pd.read_csv(io.StringIO(store.fs.read_text(f"{base}/steps_to_result.csv")))
     doc = json.loads(store.fs.read_text(f"{base}/summary.json"))
