@@ -171,10 +171,27 @@ def write_report(analysis: Analysis, out: str | None = None, asked: bool = False
         raise _in_the_way(err, given=out is not None) from None
 
 
-def _in_the_way(err: OSError, given: bool) -> ValueError:
+def check_report_folder(location: str, given: bool = False) -> None:
+    """Refuse, before the analysis, a local report folder that a file stands in the way of
+    (the folder or one above it a file, a report file's name a folder); ``write_report``
+    refuses what appears later the same way."""
+    if "://" in location:
+        return
+    folder = os.path.abspath(os.path.expanduser(location))
+    above = folder
+    while not os.path.lexists(above) and os.path.dirname(above) != above:
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise _in_the_way(above, given)
+    for name in REPORT_FILES:
+        if os.path.isdir(os.path.join(folder, name)):
+            raise _in_the_way(os.path.join(folder, name), given)
+
+
+def _in_the_way(blocked: OSError | str, given: bool) -> ValueError:
     """A file where the report needs a folder, or a folder where it writes a file: one line
     naming it (summary.json, the first file written, fails before any other is written)."""
-    path = os.fsdecode(err.filename2 or err.filename or "")
+    path = blocked if isinstance(blocked, str) else os.fsdecode(blocked.filename2 or blocked.filename or "")
     while path and not os.path.lexists(path) and os.path.dirname(path) != path:
         path = os.path.dirname(path)
     what = ("is a folder where the report writes a file" if os.path.isdir(path)
@@ -221,6 +238,7 @@ def report_study(location: str, out: str | None = None, goals=None, num_trials: 
     ``goals`` given, the report goes beside the study's own (``report_location``).
     ``price`` (> 0): USD per device-hour for cost to result (0: the spec's, else the table's)."""
     study = load_study(location, goals=goals, num_trials=num_trials, statuses=statuses)
+    check_report_folder(out or report_location(study, bool(goals)), given=out is not None)
     analysis = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed,
                        price=price)
     return analysis, write_report(analysis, out, asked=bool(goals))
