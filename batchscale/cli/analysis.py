@@ -15,8 +15,9 @@ budget, is one of them (``batchscale.analysis.reading.censoring``). Files of the
 could not be read or believed (``batchscale.analysis.reading.study_files``) are left out of the
 report, named one per line on stderr, and make ``report`` exit 3 (``EXIT_DAMAGED``), the
 report written all the same. ``report --goal`` without ``--out`` writes beside the study's
-own report, in ``report/goal-<goals>/`` (``analysis.report.report_location``). ``print_stored_report`` is also what ``run --local`` prints
-when the pipeline is done, with the same lines and exit status.
+own report, in ``report/goal-<goals>/`` (``analysis.report.report_location``).
+``print_stored_report`` is also what ``run --local`` prints when the pipeline is done, with
+the same lines and exit status.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ REPORT_EPILOG = (
     "With --goal and no --out the report goes beside the study's own, into "
     "report/goal-<goals>/ ('<' written -below-, '>' -above-). "
     "exit status: 0 the report was written from every file; 2 bad arguments or no study "
-    "at STUDY; 3 a file or folder stands where the report writes, or some files of the study are missing, unreadable or not what was written "
+    "at STUDY; 3 a file or folder stands where the report writes (named on stderr, nothing "
+    "written), or some files of the study are missing, unreadable or not what was written "
     "(e.g. a truncated measurements.csv): they are left out, named one per line on stderr "
     "and under 'Damaged or unreadable files' in the report (summary.json: damaged), and the "
     "report is written without them.")
