@@ -92,7 +92,7 @@ def read_trial(fs: Storage, base: str, present: set[str], batch_size: int,
             return damage(meta_path, "is missing (its measurements.csv is there)")
         return None
     metadata, problem = read_json_object(fs, meta_path)
-    problem = problem or metadata_problem(metadata)
+    problem = problem or metadata_problem(metadata) or _elsewhere(metadata, batch_size, trial_id)
     if problem:
         return damage(meta_path, problem)
     record = metadata.get("measurements")
@@ -119,6 +119,21 @@ def read_trial(fs: Storage, base: str, present: set[str], batch_size: int,
     if problem:
         return damage(csv_path, problem)
     return metadata, parse_measurements(text)
+
+
+def _elsewhere(metadata: dict, batch_size: int, trial_id: int) -> str | None:
+    """A metadata.json that names another trial than the folder it sits in (a trial's
+    folder copied to another id): two rows would claim one trial. None when it agrees
+    (or names none, as the paper's files may not)."""
+    for key, folder in (("trial_id", trial_id), ("batch_size", batch_size)):
+        try:
+            named = int(metadata.get(key, folder))
+        except (TypeError, ValueError):
+            return f"has {key} {str(metadata.get(key))[:40]!r}, not an integer"
+        if named != folder:
+            return (f"has {key} {named} but sits in the folder of {key} {folder} "
+                    "(copied from another trial?)")
+    return None
 
 
 def damaged_trials(damaged: list[Damage]) -> set[tuple[int, int | None]]:
