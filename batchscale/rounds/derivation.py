@@ -41,6 +41,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from batchscale.core.errors import StoreDamaged
 from batchscale.core.rounds import INITIAL, PlannedWith, SearchRound
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
@@ -54,7 +55,7 @@ from batchscale.store.layout import StudyStore
 Results = Callable[[StudySpec, StudyStore, list[TrialSpec], dict, int], list[TrialResult] | None]
 
 
-class DamagedRoundsError(RuntimeError):
+class DamagedRoundsError(StoreDamaged):
     """A batch size's recorded rounds differ from their derivation and trials were already
     trained from them; the message is one line naming the study.json and the trial."""
 
