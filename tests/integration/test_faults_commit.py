@@ -211,6 +211,7 @@ def _cli_spec(root: str) -> dict:
                           search_space={"learning_rate": {"scale": "log", "min": 0.001, "max": 0.5}})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_repair_recipes_as_docs_store_md_writes_them(digits_store, tmp_path):
     """"To repair a trial, delete its folder and run the same study again": a trial that
