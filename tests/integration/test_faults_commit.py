@@ -269,3 +269,24 @@ def test_a_checkpoint_past_the_budget_is_ignored_never_looped_on(digits_store, t
            f"{BUDGET + 10} steps, more than this trial's {BUDGET}); ignoring it, the trial " \
            "starts from step 0" in lines
     assert _history(spec, store) == reference
+
+
+def test_a_trial_an_engine_cannot_finish_fails_in_one_line_naming_it(tmp_path):
+    """The guard behind every engine: nothing left to train and no outcome (a trial that
+    would be resumed to the same place by every run) is an error naming the trial and its
+    checkpoint, never an unfinished trial left behind with exit 0."""
+    from batchscale.training.trial_lifecycle import StuckTrial, TrialLife
+
+    spec = _spec(str(tmp_path / "store"), "budget")
+    store = StudyStore(spec.store)
+    [trial] = make_trials(spec)
+    life = TrialLife(store, spec, trial, dict(trial.parameters), {"status": "INCOMPLETE"}, quiet)
+    life.record({"step": 0, "train/cross_entropy_error": 2.3, "val/classification_error": 0.9})
+    life.trained(20, 0.1, True)  # trained to 20, not evaluated there: no outcome
+    assert life.outcome() is None
+    with pytest.raises(StuckTrial) as stuck:
+        life.outcome(final=True)
+    assert str(stuck.value) == (
+        f"trial {BATCH}/1: nothing left to train at step 20 of {BUDGET}, yet unfinished (last "
+        f"evaluated at step 0); its checkpoint {store.url(checkpoint_path(spec, trial))} cannot "
+        "finish it: delete that file and run the same study again")
