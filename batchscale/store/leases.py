@@ -200,7 +200,8 @@ class Leases:
         if problem is not None:
             if (path, text) not in self.named:
                 self.named.add((path, text))
-                self.log(f"lease: {self.fs.url(path)} is malformed ({problem}); treated as expired")
+                self.log(f"lease: lease file {self.fs.url(path)} is malformed ({problem}); "
+                         "treated as expired")
             return _Top(epoch)
         if record["owner"] == self.owner:
             return _Top(epoch, record, math.inf)
@@ -210,7 +211,7 @@ class Leases:
             return _Top(epoch, record, None, "expired")
         if seen_left <= 0:
             return _Top(epoch, record, None,
-                        f"not renewed for {self.lease_seconds:.0f} s since this writer first saw it")
+                        f"not renewed for {self.lease_seconds:g} s since this writer first saw it")
         if record["host"] == socket.gethostname() and not _process_exists(record["pid"]):
             return _Top(epoch, record, None, f"its process {record['pid']} is gone")
         return _Top(epoch, record, min(written_left, seen_left))
