@@ -191,7 +191,8 @@ class Leases:
             text, problem = self.fs.read_text(path), None
         except FileNotFoundError:
             return _Top(epoch)  # given back meanwhile: free
-        except (OSError, ValueError) as err:  # unreadable, not UTF-8
+        except (PermissionError, IsADirectoryError, ValueError) as err:  # not UTF-8, say
+            # (an outage is no answer about the lease: it propagates, as every store call's)
             text, problem = None, f"cannot be read ({type(err).__name__})"
         first = self._first_seen(path, text)
         record = None

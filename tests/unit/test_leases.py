@@ -113,18 +113,18 @@ FAR_FUTURE = {"owner": "pod-7:1:forged", "host": "pod-7", "pid": 1, "expires": t
 def test_a_far_future_lease_of_another_host_is_taken_over_within_the_lease_duration(tmp_path):
     """A forged expiry, or a writer whose clock runs ahead, binds no longer than a dead
     writer's lease: LEASE_SECONDS after this reader first saw the record."""
-    fs, a, _, said = writers(tmp_path, lease_seconds=0.5, renew_seconds=60)
+    fs, a, _, said = writers(tmp_path, lease_seconds=1.0, renew_seconds=60)
     fs.write_text(f"{DIRECTORY}/0.json", json.dumps(FAR_FUTURE))
     first = time.time()
     holding = a.holding(DIRECTORY)
-    assert holding.owner == "pod-7:1:forged" and first < holding.until <= time.time() + 0.5
+    assert holding.owner == "pod-7:1:forged" and first < holding.until <= time.time() + 1.0
     assert not a.acquire(DIRECTORY)
     while not a.acquire(DIRECTORY):
-        assert time.time() - first < 0.5 + 0.3, "not taken over within the bound"
+        assert time.time() - first < 1.0 + 1.0, "not taken over within the bound"
         time.sleep(0.02)
-    assert time.time() - first >= 0.5 and a.held[DIRECTORY] == 1
+    assert time.time() - first >= 1.0 and a.held[DIRECTORY] == 1
     assert said == [f"lease: {DIRECTORY} taken over from pod-7:1:forged "
-                    "(not renewed for 0.5 s since this writer first saw it)"]
+                    "(not renewed for 1 s since this writer first saw it)"]
 
 
 def test_an_expiry_written_sooner_than_the_window_binds_until_then(tmp_path):
@@ -139,22 +139,22 @@ def test_an_expiry_written_sooner_than_the_window_binds_until_then(tmp_path):
 def test_each_renewal_restarts_the_readers_window(tmp_path):
     """A holder on another host that keeps rewriting its record (a renewal changes it) is
     never taken over, however far ahead its clock; once it stops, within the window."""
-    fs, a, _, _ = writers(tmp_path, lease_seconds=0.4)
-    for renewal in range(12):  # 1.2 s: three windows
+    fs, a, _, _ = writers(tmp_path, lease_seconds=1.0)
+    for renewal in range(15):  # 1.5 s: longer than a window
         fs.write_text(f"{DIRECTORY}/0.json", json.dumps({**FAR_FUTURE, "renewal": renewal}))
+        last_seen = time.time()
         assert not a.acquire(DIRECTORY)
         time.sleep(0.1)
-    stopped = time.time()
     while not a.acquire(DIRECTORY):
         time.sleep(0.02)
-    assert 0.3 <= time.time() - stopped < 0.4 + 0.3
+    assert 1.0 <= time.time() - last_seen < 1.0 + 1.0
 
 
 def test_a_live_renewing_holder_is_never_taken_over(tmp_path):
-    fs, a, b, said = writers(tmp_path, lease_seconds=0.5, renew_seconds=0.1)
+    fs, a, b, said = writers(tmp_path, lease_seconds=1.0, renew_seconds=0.1)
     assert a.acquire(DIRECTORY)
     records = set()
-    for _ in range(40):  # 2 s: four lease durations
+    for _ in range(50):  # 2.5 s: more than two lease durations
         assert not b.acquire(DIRECTORY) and b.holder(DIRECTORY) == a.owner
         records.add(fs.read_text(f"{DIRECTORY}/0.json"))
         time.sleep(0.05)
