@@ -95,6 +95,15 @@ def in_lockstep(loops: list, flush_seconds: float) -> None:
         loop.flush_seconds = flush_seconds * len(loops)
     running = [(loop, loop.evaluations()) for loop in loops]
     try:
+        # Each group's first turn trains nothing (it evaluates where a checkpoint left it,
+        # or step 0): taken in list order before any group trains, so a resumed pack learns
+        # every pending crossing before the group furthest behind trains past it, as the
+        # uninterrupted run did.
+        for entry in list(running):
+            try:
+                next(entry[1])
+            except StopIteration:
+                running.remove(entry)
         while running:
             entry = min(running, key=lambda e: e[0].step)
             try:
