@@ -28,6 +28,7 @@ from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.packs import split_trials
 from batchscale.search.trials import batch_trials, make_trials
 from batchscale.store.layout import StudyStore
+from batchscale.store.trial_files import TrialDamage, check_trial
 
 
 def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
@@ -43,7 +44,8 @@ def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
         metadata = {t.trial_id: store.read_metadata(spec, t) for t in trials}
         todo = [t.trial_id for t in trials if not is_finished(metadata[t.trial_id], budget)]
         if not todo and stage > rounds[-1].round and stage <= spec.max_rounds:
-            added = next_round(spec, rounds, _results(spec, store, trials, metadata), stage)
+            results = _results(spec, store, trials, metadata, log)
+            added = None if results is None else next_round(spec, rounds, results, stage)
             if added is not None:
                 store.write_rounds(spec, batch_size, [*rounds, added])
                 log(f"batch size {batch_size}: round {stage} adds trials {added.first}-"
@@ -65,13 +67,28 @@ def planned_trials(spec: StudySpec, store: StudyStore) -> list[TrialSpec]:
 
 
 def _results(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
-             metadata: dict[int, dict | None]) -> list[TrialResult]:
-    out = []
+             metadata: dict[int, dict | None], log=print) -> list[TrialResult] | None:
+    """What ``next_round`` needs of each finished trial, its files read through the
+    store's one integrity check (``store.trial_files.check_trial``, the report's too).
+    None when a trial's files cannot be believed: one line names each such file, and the
+    batch size gets no round until it is repaired. A round decided without that trial
+    could differ from the one decided with it, and a recorded round is never changed; the
+    report leaves the same trial out."""
+    out, damaged = [], []
     for trial in trials:
-        diverged = (metadata[trial.trial_id] or {}).get("status") == "INFEASIBLE"
-        rows = [] if diverged else store.read_measurements(spec, trial)
+        read = check_trial(store.fs, store.trial_dir(spec, trial))
+        if isinstance(read, TrialDamage):
+            damaged.append(read)
+            log(f"batch size {trial.batch_size}: {store.url(read.path)} {read.problem}; the "
+                f"round planner leaves trial {trial.batch_size}/{trial.trial_id} out and adds "
+                f"no round to batch size {trial.batch_size} until it is repaired (delete the "
+                "trial's folder and run the same study again)")
+            continue
+        meta, table = read if read is not None else (metadata[trial.trial_id], None)
+        diverged = (meta or {}).get("status") == "INFEASIBLE"
+        rows = [] if diverged or table is None else table.to_dict("records")
         out.append(trial_result(spec, trial, diverged, rows))
-    return out
+    return None if damaged else out
 
 
 def trial_result(spec: StudySpec, trial: TrialSpec, diverged: bool, rows: list[dict]) -> TrialResult:
