@@ -25,7 +25,7 @@ import math
 
 MIN_SECONDS_PER_STEP = 1e-7
 MAX_SECONDS_PER_STEP = 86_400.0
-BOUNDS_TEXT = (f"a step time must be a finite number of seconds from {MIN_SECONDS_PER_STEP:g} "
+BOUNDS_TEXT = (f"allowed: a finite number of seconds per step from {MIN_SECONDS_PER_STEP:g} "
                f"to {MAX_SECONDS_PER_STEP:g} (one day)")
 
 
@@ -44,12 +44,13 @@ def _real(value) -> float | None:
 
 
 def seconds_per_step_problem(seconds) -> str | None:
-    """Why ``seconds`` (seconds per step) cannot be a step time, or None."""
+    """Why ``seconds`` (seconds per step) cannot be a step time (``"1e+300, outside
+    physical bounds; allowed: ..."``), or None."""
     value = _real(seconds)
     if value is None:
-        return f"seconds_per_step {_shown(seconds)} is not a number"
+        return f"{_shown(seconds)}, not a number"
     if not math.isfinite(value) or not MIN_SECONDS_PER_STEP <= value <= MAX_SECONDS_PER_STEP:
-        return f"seconds_per_step {_shown(seconds)} is outside physical bounds ({BOUNDS_TEXT})"
+        return f"{_shown(seconds)}, outside physical bounds; {BOUNDS_TEXT}"
     return None
 
 
@@ -58,13 +59,13 @@ def probe_problem(record: dict) -> str | None:
     timed: an integer >= 1, its batch size and devices: integers >= 1), or None."""
     problem = seconds_per_step_problem(record.get("seconds_per_step"))
     if problem:
-        return problem
+        return f"has seconds_per_step {problem}"
     for key, required in (("steps", True), ("batch_size", True), ("devices", False)):
         value = record.get(key)
         if value is None and not required:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return f"{key} {_shown(value)} is not an integer >= 1"
+            return f"has {key} {_shown(value)}, not an integer >= 1"
     return None
 
 
@@ -85,7 +86,7 @@ def trial_timing_problem(metadata: dict, batch_size: int | None = None) -> str |
             return f"has train_seconds {_shown(train)}, not a finite number of seconds >= 0"
         if value > 0 and steps is not None and seconds_per_step_problem(value / steps):
             return (f"has train_seconds {_shown(train)} over {steps:g} steps: "
-                    f"{value / steps:.3g} s per step, outside physical bounds ({BOUNDS_TEXT})")
+                    f"{value / steps:.3g} s per step, outside physical bounds; {BOUNDS_TEXT}")
     rate = metadata.get("examples_per_second")
     if rate is not None:
         value = _real(rate)
@@ -94,7 +95,7 @@ def trial_timing_problem(metadata: dict, batch_size: int | None = None) -> str |
         batch = _real(metadata.get("batch_size") if batch_size is None else batch_size)
         if value > 0 and batch and batch > 0 and seconds_per_step_problem(batch / value):
             return (f"has examples_per_second {_shown(rate)} at batch size {batch:g}: "
-                    f"{batch / value:.3g} s per step, outside physical bounds ({BOUNDS_TEXT})")
+                    f"{batch / value:.3g} s per step, outside physical bounds; {BOUNDS_TEXT}")
     wall = metadata.get("wall_time")
     if wall is not None:
         value = _real(wall)

@@ -20,11 +20,13 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from batchscale.core.spec import SpecError, StudySpec
+from batchscale.core.step_time_bounds import TIMING_KEYS, trial_timing_problem
 from batchscale.store.checkpoints import CHECKPOINTS_DIR
 from batchscale.store.event_files import TENSORBOARD_DIR
 from batchscale.store.filesystem import Storage
 from batchscale.store.json_files import read_json_object
 from batchscale.store.leases import LEASES_DIR
+from batchscale.store.profiles import check_step_times
 from batchscale.store.trial_files import TrialDamage, check_trial
 from batchscale.validation import parse_spec
 
@@ -69,6 +71,30 @@ def read_trial(fs: Storage, base: str, present: set[str], batch_size: int,
         return Damage(fs.url(read.path), read.problem, f"trial {batch_size}/{trial_id} left out",
                       batch_size, trial_id)
     return read
+
+
+def believed_timing(fs: Storage, base: str, trial: dict, batch_size: int, trial_id: int,
+                     damaged: list[Damage]) -> dict:
+    """``trial``'s metadata, without its timings (``TIMING_KEYS``) when they are outside the
+    physical bounds of a step time (``core.step_time_bounds``): the file is named in
+    ``damaged``, and only its timing is left out (its measurements still count)."""
+    problem = trial_timing_problem(trial, batch_size)
+    if problem is None:
+        return trial
+    damaged.append(Damage(fs.url(f"{base}/metadata.json"), problem,
+                          f"trial {batch_size}/{trial_id}'s timing left out of the step-time "
+                          "profile (time and cost to result); its measurements still count"))
+    return {k: v for k, v in trial.items() if k not in TIMING_KEYS}
+
+
+def read_probes(fs: Storage, damaged: list[Damage]) -> list[dict]:
+    """Our study's step-time probe records that can be believed (``fs``: the study's
+    folder); each file that cannot is named in ``damaged``."""
+    records, rejected = check_step_times(fs, "")
+    for path, problem in rejected:
+        damaged.append(Damage(fs.url(path), problem, "left out of the step-time profile (time "
+                              "and cost to result); the next probe of its key replaces it"))
+    return records
 
 
 def damaged_trials(damaged: list[Damage]) -> set[tuple[int, int | None]]:
