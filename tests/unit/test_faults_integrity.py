@@ -161,7 +161,8 @@ def probed(tmp_path_factory):
     without = _copy(files, str(root / "without"))
     without.fs.delete(PROBE_16.format(study=spec.name))
     damaged, profile = _profile(without.url(spec.name))
-    assert damaged == [] and list(profile["source"]) == ["probe", "packed only (not a solo time)", "probe", "probe"]
+    packed = "packed only (not a solo time)"
+    assert damaged == [] and list(profile["source"]) == ["probe", packed, "probe", "probe"]
     return spec, files, without, profile
 
 
