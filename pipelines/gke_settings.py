@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from batchscale.core.errors import InputError
+
 GSA_NAME = "batchscale"  # IAMServiceAccount in manifests/base/gcp-service-account.yaml
 KSA_NAME = "batchscale-runner"  # ServiceAccount in manifests/base/runner-service-account.yaml
 # The Kubernetes service account the Kubeflow Pipelines UI server runs as (the
@@ -62,7 +64,7 @@ _RULES = {
 def _check(key: str, value: object) -> str:
     pattern, rule = _RULES[key]
     if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise ValueError(f"{key}: {value!r} is not {rule}")
+        raise InputError(f"{key}: {value!r} is not {rule}")
     return value
 
 
@@ -122,18 +124,18 @@ def parse_settings(text: str) -> dict[str, str]:
         key, sep, value = line.partition("=")
         key = key.strip()
         if not sep:
-            raise ValueError(f"settings line {number}: {line!r} is not KEY=VALUE")
+            raise InputError(f"settings line {number}: {line!r} is not KEY=VALUE")
         if key not in KEYS:
-            raise ValueError(f"settings line {number}: unknown key {key!r}; allowed: {', '.join(KEYS)}")
+            raise InputError(f"settings line {number}: unknown key {key!r}; allowed: {', '.join(KEYS)}")
         if key in values:
-            raise ValueError(f"settings line {number}: {key} given twice")
+            raise InputError(f"settings line {number}: {key} given twice")
         values[key] = value.strip()
     missing = [key for key in KEYS if key not in values]
     if missing:
-        raise ValueError(f"settings: missing {', '.join(missing)}")
+        raise InputError(f"settings: missing {', '.join(missing)}")
     expected = derive(*(values[key] for key in INPUT_KEYS))
     for key in DERIVED_KEYS:
         if values[key] != expected[key]:
-            raise ValueError(f"settings: {key} is {values[key]!r} but the other settings give "
+            raise InputError(f"settings: {key} is {values[key]!r} but the other settings give "
                              f"{expected[key]!r}; regenerate the file with render_settings")
     return {key: values[key] for key in KEYS}

@@ -24,11 +24,13 @@ import urllib.request
 import warnings
 from dataclasses import dataclass
 
+from batchscale.core.errors import InputError
+
 HEALTHZ = "/apis/v2beta1/healthz"
 PROBE_SECONDS = 5.0
 
 
-class KfpConnectionError(ValueError):
+class KfpConnectionError(InputError):
     """Kubeflow Pipelines could not be reached or refused us; the message is one line."""
 
 

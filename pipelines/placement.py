@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from batchscale.core.errors import InputError
 from batchscale.core.images import LIGHT as LIGHT_NAME
 from batchscale.core.images import TRAINER_GPU, TRAINER_TPU
 from batchscale.core.presets import GPU, TPU, PresetFacts
@@ -96,7 +97,7 @@ LIGHT = Preset(cpu="500m", memory="1G", memory_limit="4G")
 
 def get_preset(name: str) -> Preset:
     if name not in PRESETS:
-        raise ValueError(f"unknown placement preset {name!r}; allowed: {', '.join(PRESETS)}")
+        raise InputError(f"unknown placement preset {name!r}; allowed: {', '.join(PRESETS)}")
     return PRESETS[name]
 
 

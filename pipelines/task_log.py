@@ -8,8 +8,14 @@ download is retrying against a network that is not there (tensorflow-datasets re
 for minutes, silently on the console) or that a task just failed, before the pipeline
 as a whole gives up. ``TaskLog.read`` returns what is new since its last call.
 
+A failed task's reason is one line, the last of these its output shows: an exception line
+(``ValueError: ...``), or the shell's line for a process a signal ended (``Killed``: SIGKILL,
+the kernel's out-of-memory killer or a ``kill -9``; ``Segmentation fault``, ...); a task
+that showed neither is named with its last line of output.
+
 The lines read are kfp.local 2.17's: ``Executing task 'NAME'`` and ``Task 'NAME' finished
-with status FAILURE`` (ANSI colours stripped), urllib3/requests/socket error texts, and
+with status FAILURE`` (ANSI colours stripped), urllib3/requests/socket error texts, the
+shell's signal lines (each kfp task runs under ``sh -ec``), and
 the trainer's ``trial B/ID: resumed from its checkpoint at step S``
 (``training.trial_lifecycle``), which only the log tells: the store shows a resumed trial
 as one more unfinished trial.
@@ -29,6 +35,14 @@ EXCEPTION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)): (.+)$
 NETWORK = re.compile(r"(NameResolutionError|Failed to resolve|Temporary failure in name resolution|"
                      r"Name or service not known|Network is unreachable|No route to host|"
                      r"Connection refused|Max retries exceeded|urlopen error)")
+# What ``sh`` prints for a child a signal ended, and what each means.
+SIGNAL_LINE = re.compile(r"^\s*(Killed|Terminated|Segmentation fault|Aborted|Bus error|"
+                         r"Illegal instruction)( \(core dumped\))?\s*$")
+SIGNALS = {"Killed": "SIGKILL: out of memory, or kill -9", "Terminated": "SIGTERM",
+           "Segmentation fault": "SIGSEGV: a crash in native code", "Aborted": "SIGABRT",
+           "Bus error": "SIGBUS", "Illegal instruction": "SIGILL"}
+# Lines that are kfp's own, not a task's output: its logger, its executor's, its rules.
+KFP_LINE = re.compile(r"^\s*(\d\d:\d\d:\d\d\.\d+ - [A-Z]+ - |\[KFP Executor|-{20,}\s*$)")
 RESUMED = re.compile(r"\btrial (\d+)/(\d+): resumed from its checkpoint at step (\d+)")
 HOST = re.compile(r"(?:host='|Failed to resolve ')([^':]+)")
 REASON = re.compile(r"\(\[Errno -?\d+\] ([^)\]]+)\)|\[Errno -?\d+\] ([^'\")\]]+)")
@@ -41,7 +55,8 @@ PHASES = {"prepare-data": "preparing data", "plan-round": "planning",
 @dataclass(frozen=True)
 class LogEvent:
     """``kind``: "task" (``task`` started), "network" (``detail``: host and reason),
-    "failed" (``task`` failed; ``detail``: the last exception line it printed, or "") or
+    "failed" (``task`` failed; ``detail``: why, in one line: its last exception or signal
+    line, else ``no error line; its last output: ...``, or "" when it printed nothing) or
     "resumed" (a trial resumed from its checkpoint; ``detail``: ``BATCH_SIZE/TRIAL_ID``).
     ``task`` is the component's name, without the compiler's copy number."""
 
@@ -58,7 +73,8 @@ class TaskLog:
         self.offset = 0
         self.partial = ""
         self.task = ""  # the task whose output the log shows now
-        self.last_exception = ""
+        self.last_exception = ""  # the last exception or signal line of the task
+        self.last_output = ""  # the task's last line of output
         self.unreachable: set[str] = set()  # hosts already reported
 
     def read(self) -> list[LogEvent]:
@@ -73,6 +89,10 @@ class TaskLog:
         # tqdm bars in tasks' output end lines with '\r': count them as line ends too
         lines = re.split(r"\r\n|\r|\n", text)
         self.partial = lines.pop()
+        return self.feed(lines)
+
+    def feed(self, lines: list[str]) -> list[LogEvent]:
+        """The events in these whole lines of the log, in order."""
         events = []
         for line in lines:
             event = self._classify(ANSI.sub("", line))
@@ -82,10 +102,14 @@ class TaskLog:
 
     def _classify(self, line: str) -> LogEvent | None:
         if match := STARTED.search(line):
-            self.task, self.last_exception = component(match.group(1)), ""
+            self.task, self.last_exception, self.last_output = component(match.group(1)), "", ""
             return LogEvent("task", self.task)
         if match := FAILED.search(line):
-            return LogEvent("failed", component(match.group(1)), self.last_exception)
+            return LogEvent("failed", component(match.group(1)), self._why())
+        if match := SIGNAL_LINE.match(line):
+            self.last_exception = f"{match.group(1)} ({SIGNALS[match.group(1)]})"
+        elif line.strip() and not KFP_LINE.match(line):
+            self.last_output = line.strip()
         if match := RESUMED.search(line):
             return LogEvent("resumed", self.task, f"{match.group(1)}/{match.group(2)}")
         if match := EXCEPTION.match(line):
@@ -100,6 +124,19 @@ class TaskLog:
             why = (reason.group(1) or reason.group(2)).strip() if reason else NETWORK.search(line).group(1)
             return LogEvent("network", self.task, f"{name} ({why})")
         return None
+
+    def _why(self) -> str:
+        if self.last_exception:
+            return self.last_exception
+        if self.last_output:
+            return f"no error line; its last output: {self.last_output[:200]}"
+        return ""
+
+
+def failures(text: str) -> list[LogEvent]:
+    """The "failed" events of a whole log's text, in order."""
+    log = TaskLog("")
+    return [e for e in log.feed(re.split(r"\r\n|\r|\n", text)) if e.kind == "failed"]
 
 
 def component(task: str) -> str:

@@ -16,12 +16,19 @@ Time and cost to result (``time_to_result``) are of the first goal on the valida
 metric, with step times from the trials and the study's probes (``step_times``); the
 plan's predicted noise scale is set beside the fitted B* (``time_pages.predicted_noise_scale``).
 Only those files are written; trials are never touched. ``report_study`` does both for
-``batchscale report`` and the pipeline's aggregate step.
+``batchscale report`` and the pipeline's aggregate step. A report for goals asked for
+(``report --goal``) goes beside the study's own, in ``report/goal-<goals>/``
+(``report_location``), never over it. A file or folder in the way of a report file
+(``report/`` a file, ``report/summary.json`` a folder) is refused in one line naming it,
+before anything is written: ``StoreDamaged`` for the study's report folder, ``InputError``
+for an ``out`` folder given.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import pandas as pd
 
@@ -52,11 +59,12 @@ from batchscale.analysis.statistics.steps import (
 from batchscale.analysis.statistics.study_analysis import Analysis
 from batchscale.analysis.statistics.time_to_result import spec_price, time_and_cost
 from batchscale.analysis.statistics.training_cost import training_cost
+from batchscale.core.errors import InputError, StoreDamaged
 from batchscale.core.trial_state import continues
 from batchscale.store.filesystem import open_root
 from batchscale.store.layout import StudyStore
 
-__all__ = ["REPORT_FILES", "Analysis", "analyse", "kfp_metrics", "report_location",
+__all__ = ["REPORT_FILES", "Analysis", "analyse", "goal_folder", "kfp_metrics", "report_location",
            "report_study", "summary_json", "write_report"]
 
 REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
@@ -130,22 +138,73 @@ def _fit_notes(fit) -> list[str]:
     return list(fit.notes) if fit.fitted else [f"no regime fit: {fit.reason}"]
 
 
-def report_location(study: Study) -> str:
+def report_location(study: Study, asked: bool = False) -> str:
     """Where a study's report goes by default: ``<study>/report`` in its store (ours) or
-    ``<workload>/report`` beside the batch-size folders (the paper's layout)."""
+    ``<workload>/report`` beside the batch-size folders (the paper's layout); with goals
+    ``asked`` for (``report --goal``), ``goal_folder`` of the study's goals inside it, so
+    that the study's own report is never overwritten by another goal's."""
     if study.spec is not None:
-        return f"{study.spec.store.rstrip('/')}/{study.spec.name}/report"
-    return f"{study.location.rstrip('/')}/report"
+        base = f"{study.spec.store.rstrip('/')}/{study.spec.name}/report"
+    else:
+        base = f"{study.location.rstrip('/')}/report"
+    return f"{base}/{goal_folder(study.goals)}" if asked else base
 
 
-def write_report(analysis: Analysis, out: str | None = None) -> dict:
-    """Write the report files under ``out`` (default report_location); returns their URLs
-    (html, markdown, goal_steps, folder) and, under "pages", the HTML and Markdown texts.
-    Neither those nor summary.json name the local folder the study was read from
-    (``locations``)."""
+def goal_folder(goals) -> str:
+    """``goal-<label>[+<label>...]``, each goal's label with ``<`` as ``-below-`` and ``>``
+    as ``-above-``, other characters a file name should not hold as ``-``:
+    ``classification_error<0.3`` -> ``goal-classification_error-below-0.3``."""
+    labels = [str(getattr(g, "label", g)).replace("<", "-below-").replace(">", "-above-")
+              for g in goals]
+    return "goal-" + "+".join(re.sub(r"[^A-Za-z0-9._-]+", "-", label) for label in labels)
+
+
+def write_report(analysis: Analysis, out: str | None = None, asked: bool = False) -> dict:
+    """Write the report files under ``out`` (default ``report_location``, ``asked``: for
+    goals asked for); returns their URLs (html, markdown, goal_steps, folder) and, under
+    "pages", the HTML and Markdown texts. Neither those nor summary.json name the local
+    folder the study was read from (``locations``)."""
+    fs = open_root(out or report_location(analysis.study, asked))
+    try:
+        return _write_files(analysis, fs)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as err:
+        raise _in_the_way(err, given=out is not None) from None
+
+
+def check_report_folder(location: str, given: bool = False) -> None:
+    """Refuse, before the analysis, a local report folder that a file stands in the way of
+    (the folder or one above it a file, a report file's name a folder); ``write_report``
+    refuses what appears later the same way."""
+    if "://" in location:
+        return
+    folder = os.path.abspath(os.path.expanduser(location))
+    above = folder
+    while not os.path.lexists(above) and os.path.dirname(above) != above:
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise _in_the_way(above, given)
+    for name in REPORT_FILES:
+        if os.path.isdir(os.path.join(folder, name)):
+            raise _in_the_way(os.path.join(folder, name), given)
+
+
+def _in_the_way(blocked: OSError | str, given: bool) -> ValueError:
+    """A file where the report needs a folder, or a folder where it writes a file: one line
+    naming it (summary.json, the first file written, fails before any other is written)."""
+    path = blocked if isinstance(blocked, str) else os.fsdecode(blocked.filename2 or blocked.filename or "")
+    while path and not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    what = ("is a folder where the report writes a file" if os.path.isdir(path)
+            else "is a file where the report needs a folder")
+    if given:
+        return InputError(f"--out: {path} {what}; allowed: a folder, or a path that does not exist")
+    return StoreDamaged(f"{path} {what}; move it away or delete it, then run the same "
+                        "command again (the report is written anew from the trials)")
+
+
+def _write_files(analysis: Analysis, fs) -> dict:
     from batchscale.analysis.pages.report_pages import report_html, report_markdown
 
-    fs = open_root(out or report_location(analysis.study))
     root = private_root(analysis.study)
     doc = summary_json(analysis)
     fs.write_text("summary.json", without_root(json.dumps(plain(doc), indent=2, allow_nan=False),
@@ -175,11 +234,13 @@ def report_study(location: str, out: str | None = None, goals=None, num_trials: 
                  resamples: int = 1000, seed: int = 0,
                  price: float = 0.0) -> tuple[Analysis, dict]:
     """Load the study at ``location``, analyse it and write its report; returns (analysis,
-    written URLs). What ``batchscale report`` and the pipeline's aggregate step run.
+    written URLs). What ``batchscale report`` and the pipeline's aggregate step run;
+    ``goals`` given, the report goes beside the study's own (``report_location``).
     ``price`` (> 0): USD per device-hour for cost to result (0: the spec's, else the table's)."""
     study = load_study(location, goals=goals, num_trials=num_trials, statuses=statuses)
+    check_report_folder(out or report_location(study, bool(goals)), given=out is not None)
     analysis = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed,
                        price=price)
-    return analysis, write_report(analysis, out)
+    return analysis, write_report(analysis, out, asked=bool(goals))
 
 

@@ -8,14 +8,16 @@
 
 STUDY is one of our studies (STORE/STUDY) or a folder of the paper's released database
 (one workload for compare); local paths and gs:// URLs both work. Thin: the work is in
-batchscale.analysis. Errors are SpecError / ValueError / FileNotFoundError, which the
+batchscale.analysis. Refused inputs are InputErrors (SpecError among them), which the
 CLI's root prints as one ``batchscale: error: ...`` line (exit 2); a ``--goal`` stricter
 than the goals an early-stopping study stopped its trials at, where no trial ran to its
 budget, is one of them (``batchscale.analysis.reading.censoring``). Files of the study that
 could not be read or believed (``batchscale.analysis.reading.study_files``) are left out of the
 report, named one per line on stderr, and make ``report`` exit 3 (``EXIT_DAMAGED``), the
-report written all the same. ``print_stored_report`` is also what ``run --local`` prints
-when the pipeline is done, with the same lines and exit status.
+report written all the same. ``report --goal`` without ``--out`` writes beside the study's
+own report, in ``report/goal-<goals>/`` (``analysis.report.report_location``).
+``print_stored_report`` is also what ``run --local`` prints when the pipeline is done, with
+the same lines and exit status.
 """
 
 from __future__ import annotations
@@ -27,14 +29,18 @@ import math
 import sys
 
 from batchscale.cli.options import WIDE_HINT, add_wide_arg, check_goal_flags, table_width
+from batchscale.core.errors import StoreDamaged
 from batchscale.core.names import STATUSES
 from batchscale.core.spec import SpecError
 
 DEFAULT_COMPARE_OUT = "./batchscale-compare"
 EXIT_DAMAGED = 3  # the report was written, but some of the study's files could not be read
 REPORT_EPILOG = (
+    "With --goal and no --out the report goes beside the study's own, into "
+    "report/goal-<goals>/ ('<' written -below-, '>' -above-). "
     "exit status: 0 the report was written from every file; 2 bad arguments or no study "
-    "at STUDY; 3 some files of the study are missing, unreadable or not what was written "
+    "at STUDY; 3 a file or folder stands where the report writes (named on stderr, nothing "
+    "written), or some files of the study are missing, unreadable or not what was written "
     "(e.g. a truncated measurements.csv): they are left out, named one per line on stderr "
     "and under 'Damaged or unreadable files' in the report (summary.json: damaged), and the "
     "report is written without them.")
@@ -78,7 +84,8 @@ def add_report_command(sub) -> None:
                      help="price per device-hour in USD for cost to result, > 0 (default: the "
                           "spec's price_per_device_hour, else the list price of the preset the "
                           "trials ran on)")
-    rep.add_argument("--out", help="report folder, local or gs:// (default: the study's report/)")
+    rep.add_argument("--out", help="report folder, local or gs:// (default: the study's report/, "
+                                   "or report/goal-<goals>/ with --goal)")
     add_wide_arg(rep)
     rep.set_defaults(func=cmd_report)
 
@@ -243,7 +250,7 @@ def print_stored_report(spec, store, elapsed: float | None = None, width: int | 
 
     base = f"{spec.name}/report"
     if not store.fs.exists(f"{base}/summary.json"):
-        raise FileNotFoundError(f"no report in {store.url(base)}; run `batchscale report "
+        raise StoreDamaged(f"no report in {store.url(base)}; run `batchscale report "
                                 f"{store.url(spec.name)}` to build it")
     steps = pd.read_csv(io.StringIO(store.fs.read_text(f"{base}/steps_to_result.csv")))
     doc = json.loads(store.fs.read_text(f"{base}/summary.json"))

@@ -241,12 +241,20 @@ def _signal_group(child: subprocess.Popen, signum: int) -> None:
 
 
 def failure_reason(log_text: str) -> str:
-    """The first exception line a task printed (what went wrong, not kfp's summary)."""
+    """Why the pipeline failed, in one line: the first failed task and its reason
+    (``task_log``: its last exception or signal line, or its last output), else the first
+    exception line in the log (not kfp's summary)."""
+    from batchscale.pipelines.task_log import failures
+
+    for failed in failures(log_text):
+        if failed.detail:
+            return f"task {failed.task} failed: {failed.detail}"
     for line in log_text.splitlines():
         match = re.match(r"^\s*([A-Za-z_.]*(Error|Exception)): (.*)$", line)
         if match and "RuntimeError: Pipeline" not in line:
             return f"{match.group(1)}: {match.group(3).strip()}"
-    return "see the log"
+    failed = failures(log_text)
+    return f"task {failed[0].task} failed without a line of output" if failed else "see the log"
 
 
 def absolute_pythonpath(environ) -> dict:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 
+from batchscale.core.errors import InputError
+
 LIGHT = "batchscale-light"  # CPU steps (data prep, search, goals, aggregate) and cpu trials
 TRAINER_GPU = "batchscale-trainer-gpu"  # JAX with CUDA, TensorFlow CPU for input
 TRAINER_TPU = "batchscale-trainer-tpu"  # JAX with libtpu, TensorFlow CPU for input
@@ -46,14 +48,14 @@ def read_images_file(path: str) -> dict[str, str]:
             builds = json.load(fh)["builds"]
         images = {b["imageName"]: b["tag"] for b in builds}
     except FileNotFoundError:
-        raise ValueError(f"--images: {path} not found; write it with `skaffold build "
+        raise InputError(f"--images: {path} not found; write it with `skaffold build "
                          f"--file-output {path}`") from None
     except (ValueError, KeyError, TypeError):
-        raise ValueError(f"--images: {path} is not skaffold's --file-output JSON "
+        raise InputError(f"--images: {path} is not skaffold's --file-output JSON "
                          '({"builds": [{"imageName": ..., "tag": ...}]})') from None
     unknown = sorted(set(images) - set(IMAGE_NAMES))
     if unknown:
-        raise ValueError(f"--images: {path} names unknown images {unknown}; "
+        raise InputError(f"--images: {path} names unknown images {unknown}; "
                          f"allowed: {', '.join(IMAGE_NAMES)}")
     return images
 
@@ -64,7 +66,7 @@ def image_reference(name: str, images: dict[str, str] | None) -> str:
         return placeholder(name)
     if name not in images:
         profile = f" -p {BASE_PROFILES[name]}" if BASE_PROFILES.get(name) else ""
-        raise ValueError(f"--images: the build has no {name}; build it with "
+        raise InputError(f"--images: the build has no {name}; build it with "
                          f"`skaffold build{profile} --file-output build/images.json`")
     return images[name]
 
@@ -82,7 +84,7 @@ def user_image_base(images: dict[str, str]) -> str:
     build holding both trainers and a user image was not made by one profile."""
     trainers = [name for name in (TRAINER_GPU, TRAINER_TPU) if name in images]
     if len(trainers) > 1:
-        raise ValueError(f"--images: a build with {USER} holds the one image it was built on, "
+        raise InputError(f"--images: a build with {USER} holds the one image it was built on, "
                          f"not both {' and '.join(trainers)}; build it with one user profile "
                          f"(`{user_build_command(TRAINER_GPU)}`)")
     return trainers[0] if trainers else LIGHT
@@ -100,10 +102,10 @@ def trainer_reference(preset_image: str, images: dict[str, str] | None, user_cod
     if images is None:
         return placeholder(USER)
     if USER not in images:
-        raise ValueError(f"--images: the build has no {USER}, the image with your model's code; "
+        raise InputError(f"--images: the build has no {USER}, the image with your model's code; "
                          f"build it with `{user_build_command(preset_image)}`")
     base = user_image_base(images)
     if base != preset_image:
-        raise ValueError(f"--images: {USER} was built on {base}, but this preset trains on "
+        raise InputError(f"--images: {USER} was built on {base}, but this preset trains on "
                          f"{preset_image}; build it with `{user_build_command(preset_image)}`")
     return images[USER]

@@ -14,6 +14,7 @@ the network): re-check them before quoting a cost, and update PRICE_DATE with th
 
 from __future__ import annotations
 
+from batchscale.core.errors import InputError
 from batchscale.core.presets import PRESETS
 
 PRICE_DATE = "2026-11-23"
@@ -43,6 +44,6 @@ def device_price(preset: str, cpu_cores: float, override: float = 0.0) -> tuple[
                                    f"({PRICE_DATE} list price)")
     if preset not in DEVICE_HOUR:
         known = ", ".join([*CPU_PRESETS, *DEVICE_HOUR])
-        raise ValueError(f"no price for preset {preset!r}; known: {known}; set "
+        raise InputError(f"no price for preset {preset!r}; known: {known}; set "
                          "price_per_device_hour in the spec or pass --price")
     return DEVICE_HOUR[preset], f"{CURRENCY} {DEVICE_HOUR[preset]}/device-hour ({PRICE_DATE} list price)"

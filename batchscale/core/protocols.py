@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from batchscale.core.errors import InputError
+
 # Why a trial stopped (metadata.json's stop_reason). The first two are not early stops.
 STOP_DIVERGED = "diverged"  # INFEASIBLE: non-finite or exploding training loss
 STOP_BUDGET = "budget"  # trained its whole step budget
@@ -175,7 +177,7 @@ def _load_plugins() -> None:
             try:
                 importlib.import_module(module)
             except ImportError as err:
-                raise ValueError(f"{PLUGINS_VARIABLE}: cannot import {module!r} ({err}); allowed: "
+                raise InputError(f"{PLUGINS_VARIABLE}: cannot import {module!r} ({err}); allowed: "
                                  "comma-separated modules importable here (and in the images a "
                                  "cluster runs) that register stopping protocols") from None
             _plugins_loaded.add(module)

@@ -23,14 +23,44 @@ INITIAL = "initial search"
 
 
 @dataclass(frozen=True)
+class PlannedWith:
+    """What a round after the first was planned under: the study's trials per batch size,
+    trial cap and the batch size's step budget then. A study may grow, so the spec of a
+    later run can hold larger values; re-deriving the round (``batchscale.rounds.derivation``)
+    needs the ones it was planned with."""
+
+    trials_per_batch_size: int
+    trial_cap: int
+    max_steps: int
+
+    def to_dict(self) -> dict:
+        return {"trials_per_batch_size": self.trials_per_batch_size,
+                "max_trials_per_batch_size": self.trial_cap, "max_steps": self.max_steps}
+
+    @classmethod
+    def from_dict(cls, raw) -> PlannedWith | None:
+        """None for a round recorded without it (before it was recorded) or a damaged one."""
+        try:
+            values = [raw[k] for k in ("trials_per_batch_size", "max_trials_per_batch_size",
+                                       "max_steps")]
+        except (KeyError, TypeError):
+            return None
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+            return None
+        return cls(*values)
+
+
+@dataclass(frozen=True)
 class SearchRound:
-    """Trials ``first..last`` (inclusive) of one batch size, sampled from ``space``."""
+    """Trials ``first..last`` (inclusive) of one batch size, sampled from ``space``;
+    ``planned_with``: what a later round was planned under (None for round 1)."""
 
     round: int
     first: int
     last: int
     space: tuple[Parameter, ...]
     reason: str = INITIAL
+    planned_with: PlannedWith | None = None
 
     @property
     def trial_ids(self) -> range:
@@ -39,17 +69,21 @@ class SearchRound:
     def to_dict(self) -> dict:
         """The study.json form: the space both as the paper's ``parameter_configs`` (what
         readers of the paper's database understand) and as the spec writes it."""
-        return {
+        out = {
             "round": self.round, "trial_ids": [self.first, self.last], "reason": self.reason,
             "parameter_configs": {p.name: p.paper_config() for p in self.space},
             "search_space": {p.name: _compact(p) for p in self.space},
         }
+        if self.planned_with is not None:
+            out["planned_with"] = self.planned_with.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, raw: dict) -> SearchRound:
         first, last = (int(i) for i in raw["trial_ids"])
         space = tuple(_parameter(name, fields) for name, fields in raw["search_space"].items())
-        return cls(int(raw["round"]), first, last, space, str(raw.get("reason", "")))
+        return cls(int(raw["round"]), first, last, space, str(raw.get("reason", "")),
+                   PlannedWith.from_dict(raw.get("planned_with")))
 
 
 def initial_round(spec: StudySpec) -> SearchRound:
@@ -60,9 +94,18 @@ def initial_round(spec: StudySpec) -> SearchRound:
 def read_rounds(study_json: dict | None, spec: StudySpec) -> list[SearchRound]:
     """A batch size's rounds from its study.json; a study.json without them (a study
     registered before rounds existed, or not yet) has round 1 only. While round 1 is the
-    only round it grows with ``trials_per_batch_size``, as a study always has."""
+    only round it grows with ``trials_per_batch_size``, as a study always has. An entry
+    that is not a round raises ValueError naming it (``search_rounds[1] is not ...``).
+    What the rounds say is not checked here: ``batchscale.rounds.derivation`` compares them
+    with what the spec and the trials' measurements give."""
     raw = (study_json or {}).get(ROUNDS_KEY)
-    rounds = [SearchRound.from_dict(r) for r in raw] if isinstance(raw, list) and raw else []
+    rounds = []
+    for i, entry in enumerate(raw if isinstance(raw, list) else []):
+        try:
+            rounds.append(SearchRound.from_dict(entry))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ValueError(f"{ROUNDS_KEY}[{i}] is not a search round ({type(err).__name__}: "
+                             f"{str(err)[:80]})") from None
     if not rounds:
         return [initial_round(spec)]
     if len(rounds) == 1 and rounds[0].last < spec.trials_per_batch_size:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from batchscale.core.errors import InputError
+
 MIN_MEASUREMENTS = 8
 MIN_WINDOW = 5
 WINDOW_START = 0.5  # the window: measurements at steps >= this x the last one's step
@@ -84,7 +86,7 @@ def estimate_noise_scale(measurements: list[dict], smoothing: float = SMOOTHING,
     """B_simple from the probe's measurements (dicts with step, b_small, b_big, small_sq,
     big_sq), as the module docstring says."""
     if len(measurements) < MIN_MEASUREMENTS:
-        raise ValueError(f"the noise probe made {len(measurements)} gradient measurement(s); "
+        raise InputError(f"the noise probe made {len(measurements)} gradient measurement(s); "
                          f"at least {MIN_MEASUREMENTS} are needed: give it more time "
                          "(--probe-seconds) or a larger step budget at the smallest batch size")
     if not 0 < level < 1:
@@ -98,7 +100,7 @@ def estimate_noise_scale(measurements: list[dict], smoothing: float = SMOOTHING,
     window = max(MIN_WINDOW, int((steps >= WINDOW_START * steps[-1]).sum()))
     g2_w, tr_w = g2[-window:], trace[-window:]
     if g2_w.mean() <= 0:
-        raise ValueError("the probe could not separate signal from noise: the estimated |G|^2 "
+        raise InputError("the probe could not separate signal from noise: the estimated |G|^2 "
                          "is not positive at the end of the probe (the gradient is pure noise "
                          "there); train longer or use larger batches")
     value = float(tr_w.mean() / g2_w.mean())

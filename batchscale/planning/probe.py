@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from batchscale.core.errors import InputError
 from batchscale.core.goals import first_step_reaching
 from batchscale.core.names import TASK_LOSS_METRIC
 from batchscale.core.spec import StudySpec
@@ -63,7 +64,7 @@ class NoiseProbe:
 def check_backend(spec: StudySpec) -> None:
     """Refuse, in one line, a study on a backend the probes do not run on."""
     if spec.backend != "jax":
-        raise ValueError(f"the probes need the JAX backend; this study uses {spec.backend} "
+        raise InputError(f"the probes need the JAX backend; this study uses {spec.backend} "
                          "(set backend: jax, or time it from its trials' own timings)")
 
 
@@ -71,7 +72,7 @@ def check_probeable(spec: StudySpec, pipeline) -> None:
     """Refuse, in one line, a study the probes cannot measure."""
     check_backend(spec)
     if not pipeline.in_memory or pipeline.task not in VMAPPED_TASKS:
-        raise ValueError(
+        raise InputError(
             f"the probes need an in-memory classification or regression data set; "
             f"{spec.workload.dataset} "
             f"({pipeline.task}, {'in memory' if pipeline.in_memory else 'streamed'}) is not: "
@@ -123,7 +124,7 @@ def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
     n = pipeline.num_train_examples
     micro = max(2, min(MICROBATCHES, n // batch_size))
     if n // batch_size < 2:
-        raise ValueError(f"batch size {batch_size} leaves fewer than 2 batches in the "
+        raise InputError(f"batch size {batch_size} leaves fewer than 2 batches in the "
                          f"{n} training examples: the noise probe needs a smaller batch size")
     goal = spec.goals[0]
     loss_column = f"train/{TASK_LOSS_METRIC[pipeline.task]}"  # what divergence is judged on

@@ -13,20 +13,33 @@ A study runs in stages, 1..``spec.max_rounds`` (sequential stages of the pipelin
 
 Re-running a stage, or the whole study, adds nothing that is already recorded: a round
 is planned once, by the first stage numbered after it, and its trial ids never change.
+What study.json records is not trusted as written: every stage first re-derives the
+batch size's rounds from the spec and the trials' measurements (``rounds.derivation``),
+trains only the trials of rounds it could derive, and rewrites a study.json that differs
+(or refuses, when trials were already trained from a wrong record).
 A stage with nothing to do returns no packs (its loop then has no iterations).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from functools import partial
 
 from batchscale.core.goals import first_step_reaching
 from batchscale.core.rounds import SearchRound
 from batchscale.core.spec import PackSpec, StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
+from batchscale.rounds.derivation import (
+    DamagedRoundsError,
+    checked_rounds,
+    planned_with,
+    trained_otherwise,
+)
 from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.packs import split_trials
 from batchscale.search.trials import batch_trials, make_trials
+from batchscale.store.crossings import recorded_rows
 from batchscale.store.layout import StudyStore
 from batchscale.store.trial_files import TrialDamage, check_trial
 
@@ -35,24 +48,39 @@ def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
                log=print) -> list[PackSpec]:
     """The packs of stage ``stage`` (1-based), see the module docstring."""
     if stage == 1:
-        store.register_study(spec)
+        store.register_study(spec, log)
     packs: list[PackSpec] = []
     for batch_size in spec.batch_sizes:
-        rounds = store.read_rounds(spec, batch_size)
+        checked = checked_rounds(spec, store, batch_size, partial(results_at, log=log), log)
+        rounds, metadata = checked.rounds, checked.metadata
         trials = batch_trials(spec, batch_size, rounds)
         budget = spec.max_steps[batch_size]
-        metadata = {t.trial_id: store.read_metadata(spec, t) for t in trials}
         todo = [t.trial_id for t in trials if not is_finished(metadata[t.trial_id], budget)]
-        if not todo and stage > rounds[-1].round and stage <= spec.max_rounds:
+        if not todo and not checked.held and stage > rounds[-1].round and stage <= spec.max_rounds:
             results = _results(spec, store, trials, metadata, log)
             added = None if results is None else next_round(spec, rounds, results, stage)
             if added is not None:
+                added = replace(added, planned_with=planned_with(spec, batch_size))
+                _check_trained(spec, store, batch_size, added)
                 store.write_rounds(spec, batch_size, [*rounds, added])
                 log(f"batch size {batch_size}: round {stage} adds trials {added.first}-"
                     f"{added.last} ({added.reason})")
                 todo = list(added.trial_ids)
         packs += split_trials(batch_size, todo, pack_size)
     return packs
+
+
+def _check_trained(spec: StudySpec, store: StudyStore, batch_size: int, added: SearchRound) -> None:
+    """Refuse a round whose trials were already trained with other parameters (a round
+    deleted from study.json after its trials ran, under another derivation)."""
+    trials = batch_trials(spec, batch_size, [added], added.trial_ids)
+    wrong = trained_otherwise(trials, {t.trial_id: store.read_metadata(spec, t) for t in trials})
+    if wrong is not None:
+        raise DamagedRoundsError(
+            f"{store.url(store.batch_dir(spec, batch_size))}/study.json: search round "
+            f"{added.round} (trials {added.first}-{added.last}) is missing, and trial {wrong} was "
+            f"already trained with other parameters than the round gives it; delete the folders "
+            f"of the trials from that round on and run the same study again")
 
 
 def study_rounds(spec: StudySpec, store: StudyStore) -> dict[int, list[SearchRound]]:
@@ -76,19 +104,49 @@ def _results(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
     report leaves the same trial out."""
     out, damaged = [], []
     for trial in trials:
-        read = check_trial(store.fs, store.trial_dir(spec, trial))
+        read = check_trial(store.fs, store.trial_dir(spec, trial), None, trial.batch_size,
+                           trial.trial_id)
         if isinstance(read, TrialDamage):
             damaged.append(read)
-            log(f"batch size {trial.batch_size}: {store.url(read.path)} {read.problem}; the "
-                f"round planner leaves trial {trial.batch_size}/{trial.trial_id} out and adds "
-                f"no round to batch size {trial.batch_size} until it is repaired (delete the "
-                "trial's folder and run the same study again)")
+            log(_left_out_line(trial, store.url(read.path), read.problem))
             continue
         meta, table = read if read is not None else (metadata[trial.trial_id], None)
         diverged = (meta or {}).get("status") == "INFEASIBLE"
         rows = [] if diverged or table is None else table.to_dict("records")
         out.append(trial_result(spec, trial, diverged, rows))
     return None if damaged else out
+
+
+def _left_out_line(trial: TrialSpec, url: str, problem: str) -> str:
+    """The one line that says a trial's files cannot be believed, for planning."""
+    return (f"batch size {trial.batch_size}: {url} {problem}; the round planner leaves trial "
+            f"{trial.batch_size}/{trial.trial_id} out and adds no round to batch size "
+            f"{trial.batch_size} until it is repaired (delete the trial's folder and run the "
+            "same study again)")
+
+
+def results_at(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
+               metadata: dict[int, dict | None], budget: int,
+               log=print) -> list[TrialResult] | None:
+    """What ``next_round`` saw of ``trials`` (all finished) when it planned under ``budget``
+    (``derivation.checked_rounds``): the planner's own reading when none ran past that
+    budget; else each trial's verified rows up to it, diverged only if it diverged by then
+    (a budget raised since continued some). None: some rows cannot be read as written
+    (``log`` gets one line naming each such file)."""
+    if all(_number((metadata[t.trial_id] or {}).get("max_steps")) <= budget for t in trials):
+        return _results(spec, store, trials, metadata, log)
+    out = []
+    for trial in trials:
+        meta = metadata[trial.trial_id] or {}
+        diverged = meta.get("status") == "INFEASIBLE" and _number(meta.get("steps")) <= budget
+        rows, why = recorded_rows(store.fs, store.trial_dir(spec, trial), meta)
+        if rows is None:
+            log(_left_out_line(trial, store.url(f"{store.trial_dir(spec, trial)}/"
+                                                       "measurements.csv"), why))
+            return None
+        rows = [] if diverged else [row for row in rows if row["step"] <= budget]
+        out.append(trial_result(spec, trial, diverged, rows))
+    return out
 
 
 def trial_result(spec: StudySpec, trial: TrialSpec, diverged: bool, rows: list[dict]) -> TrialResult:
@@ -100,6 +158,11 @@ def trial_result(spec: StudySpec, trial: TrialSpec, diverged: bool, rows: list[d
     values = [float(row[column]) for row in rows if _finite(row.get(column))]
     best = (min(values) if goal.direction == "minimize" else max(values)) if values else None
     return TrialResult(trial.trial_id, trial.parameters, diverged, first_step_reaching(rows, goal), best)
+
+
+def _number(value) -> float:
+    """A metadata count as written (0 when it is not a number)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 def _finite(value) -> bool:

@@ -28,6 +28,16 @@ detected on read, never taken as truth: ``read_checkpoint`` returns None, as if 
 none, and reports one line through ``log`` naming the object and the reason. The damaged
 object is left in place (for inspection); the trial then starts from step 0 and its next
 checkpoint replaces it.
+
+Identity: ``write_checkpoint`` adds ``state["identity"]`` (``checkpoint_identity``: the
+study's name and a digest of what a study may not change, the batch size, trial id, the
+trial's parameters, and the budget it was written under). A checkpoint is restored only
+into the trial it names (``identity_mismatch``): one copied from another trial or study,
+or written under a budget larger than the trial's (or holding a step past it), is
+reported and ignored like a damaged one, never restored into the wrong trial. Checkpoints
+written before the identity existed carry none: they are accepted (every one of them was
+written by its own trial at its own path; refusing them would retrain every interrupted
+trial of an older store from step 0), but a step past the budget is refused for them too.
 """
 
 from __future__ import annotations
@@ -42,12 +52,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.store.compatibility import FREE, GROWS
 from batchscale.store.layout import StudyStore
 from batchscale.store.npz_files import read_npz
 
 FORMAT = "batchscale-checkpoint/1"
 CHECKPOINTS_DIR = "checkpoints"  # <study>/checkpoints/: never a data set's folder
 _HEADER, _DIGEST = "__header__", "__sha256__"
+IDENTITY = "identity"  # the state's key for ``checkpoint_identity``
 
 
 @dataclass(frozen=True)
@@ -73,25 +85,84 @@ def write_checkpoint(store: StudyStore, spec: StudySpec, trial: TrialSpec,
                      arrays: dict[str, np.ndarray], state: dict) -> None:
     """Replace the trial's checkpoint with ``arrays`` and ``state`` (see the module docstring:
     one object, all or nothing). ``state`` must be JSON-serialisable (floats round-trip
-    exactly, NaN and infinities included); arrays must not be of object dtype."""
+    exactly, NaN and infinities included); arrays must not be of object dtype. The
+    trial's ``checkpoint_identity`` is added to ``state``."""
+    state = {**state, IDENTITY: checkpoint_identity(spec, trial)}
     store.fs.write_bytes(checkpoint_path(spec, trial), encode_checkpoint(arrays, state))
 
 
 def read_checkpoint(store: StudyStore, spec: StudySpec, trial: TrialSpec,
                     log: Callable[[str], object] = print) -> Checkpoint | None:
-    """The trial's checkpoint, or None when it has none or it is damaged (then one ``log``
-    line says which object and why)."""
+    """The trial's checkpoint, or None when it has none, it is damaged or it is another
+    trial's (``identity_mismatch``): then one ``log`` line names the object and why."""
     path = checkpoint_path(spec, trial)
     try:
         data = store.fs.read_bytes(path)
     except FileNotFoundError:
         return None
     try:
-        return decode_checkpoint(data)
+        checkpoint = decode_checkpoint(data)
     except DamagedCheckpoint as e:
         log(f"checkpoint {store.url(path)} is damaged ({e}); ignoring it, the trial starts "
             "from step 0")
         return None
+    mismatch = identity_mismatch(checkpoint.state, spec, trial)
+    if mismatch is not None:
+        log(f"checkpoint {store.url(path)} is not this trial's ({mismatch}); ignoring it, the "
+            "trial starts from step 0")
+        return None
+    return checkpoint
+
+
+def checkpoint_identity(spec: StudySpec, trial: TrialSpec) -> dict:
+    """Whose checkpoint this is: the study (its name, and the SHA-256 of every spec field a
+    study may not change: ``compatibility``), the trial (batch size, id, parameters) and
+    ``max_steps``, the budget it was written under (a larger one continues it)."""
+    fixed = {k: v for k, v in spec.to_dict().items() if k not in GROWS and k not in FREE
+             and k not in ("protocol", "name")}
+    digest = hashlib.sha256(json.dumps(fixed, sort_keys=True).encode("utf-8")).hexdigest()
+    return {"study": spec.name, "study_sha256": digest, "batch_size": trial.batch_size,
+            "trial_id": trial.trial_id, "parameters": trial.parameters,
+            "max_steps": spec.max_steps[trial.batch_size]}
+
+
+def identity_mismatch(state: dict, spec: StudySpec, trial: TrialSpec) -> str | None:
+    """What makes a checkpoint's ``state`` not one to resume ``trial`` from, in words (None:
+    it is the trial's): another study, batch size, trial or parameters; a budget larger than
+    the trial's; a step that is not a whole number within the trial's budget. A state
+    without an identity (written before it existed) is checked for its step only; a
+    ``trial`` without parameters (known by its id only) is not compared by them."""
+    budget = spec.max_steps[trial.batch_size]
+    step = state.get("step", 0)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return f"step {_show(step)} is not a step count"
+    have = state.get(IDENTITY)
+    if have is not None:
+        if not isinstance(have, dict):
+            return f"its identity is {_show(have)}, not an object"
+        want = checkpoint_identity(spec, trial)
+        for key in ("study", "study_sha256", "batch_size", "trial_id", "parameters"):
+            if key == "parameters" and not trial.parameters:
+                continue  # a caller that knows the trial by id only (the report's list)
+            if not _same(have.get(key), want[key]):
+                return f"{key} {_show(have.get(key))} there, {_show(want[key])} here"
+        written = have.get("max_steps")
+        if not isinstance(written, int) or isinstance(written, bool) or written > budget:
+            return (f"written under a budget of {_show(written)} steps, more than this "
+                    f"trial's {budget}")
+    if step > budget:
+        return f"step {step} is past the trial's budget of {budget}"
+    return None
+
+
+def _same(a, b) -> bool:
+    """Equal as JSON (the state's parameters went through JSON; floats round-trip exactly)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _show(value) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def delete_checkpoint(store: StudyStore, spec: StudySpec, trial: TrialSpec) -> None:

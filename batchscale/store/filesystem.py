@@ -16,7 +16,7 @@ import shutil
 import stat
 import tempfile
 
-from batchscale.core.errors import fail_field
+from batchscale.core.errors import InputError, fail_field
 from batchscale.store.gcs_storage import GCSStorage
 from batchscale.store.storage_api import (
     ROOTS_ALLOWED,
@@ -42,7 +42,7 @@ def open_root(root: str) -> Storage:
     try:
         kind = check_root(root)
     except ValueError as err:
-        raise ValueError(f"storage root: {err}") from None
+        raise InputError(f"storage root: {err}") from None
     if kind == "local":
         return LocalStorage(root)
     bucket, prefix = parse_gs_url(root)
@@ -74,6 +74,7 @@ def check_store_writable(root: str) -> None:
     if not os.path.isdir(folder):
         fail_field("store", f"{root} cannot be created: {folder} is a file, not a folder; "
                    f"allowed: {ROOTS_ALLOWED}")
+    _check_name_lengths(root, path, folder)
     try:
         fd, probe = tempfile.mkstemp(prefix=TMP_PREFIX + "probe-", dir=folder)
     except OSError as err:
@@ -82,6 +83,20 @@ def check_store_writable(root: str) -> None:
                    "or gs://bucket[/prefix]")
     os.close(fd)
     os.unlink(probe)
+
+
+def _check_name_lengths(root: str, path: str, folder: str) -> None:
+    """Refuse a root with a folder name longer than the file system under ``folder`` (its
+    nearest existing folder) allows: every write below it would fail (ENAMETOOLONG)."""
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return
+    for name in path.split(os.sep):
+        size = len(os.fsencode(name))
+        if size > name_max:
+            fail_field("store", f"{root}: a folder name of {size} bytes is longer than the file "
+                       f"system allows ({name_max}); allowed: a path whose names are shorter")
 
 
 def check_no_escaping_links(root: str, folders: tuple[str, ...]) -> None:
@@ -135,7 +150,7 @@ class LocalStorage(Storage):
                 continue
             current = os.path.realpath(candidate)
             if current != self._real_root and not current.startswith(self._inside):
-                raise ValueError(f"storage path {path!r} leaves the store root {self.root} "
+                raise InputError(f"storage path {path!r} leaves the store root {self.root} "
                                  f"through the symlink {candidate} -> {current}; "
                                  "allowed: files inside the store root")
 

@@ -26,7 +26,7 @@ import json
 
 import numpy as np
 
-from batchscale.core.rounds import ROUNDS_KEY, SearchRound, read_rounds, searched_configs
+from batchscale.core.rounds import ROUNDS_KEY, SearchRound, initial_round, read_rounds, searched_configs
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
 from batchscale.store.compatibility import STUDY_SPEC_KEY, check_same_study, stored_spec_dict
@@ -62,17 +62,19 @@ class StudyStore:
         if stored is not None:
             check_same_study(stored, spec, self.root)
 
-    def register_study(self, spec: StudySpec) -> None:
+    def register_study(self, spec: StudySpec, log=print) -> None:
         """Write study_spec.json and each batch size's study.json (the paper's format, plus a
         copy of the spec). A budget that grows is not claimed in study.json before the
-        batch size's trials have run it (``settle_budgets``)."""
+        batch size's trials have run it (``settle_budgets``). Recorded search rounds are
+        kept as they are (``rounds.derivation`` checks them), except rounds that cannot be
+        parsed: named in one ``log`` line and dropped (the planner plans them again)."""
         self.check_compatible(spec)
         self.fs.write_text(f"{spec.name}/study_spec.json", json.dumps(spec.to_dict(), indent=2))
         for batch_size in spec.batch_sizes:
             study_json = self.read_study_json(spec, batch_size)  # read once: budget, rounds
             claimed, budget = _claimed_budget(study_json), spec.max_steps[batch_size]
             self._write_study_json(spec, batch_size, min(budget, claimed or budget),
-                                   read_rounds(study_json, spec))
+                                   self._parsed_rounds(spec, batch_size, study_json, log))
 
     def settle_budgets(self, spec: StudySpec, trials: list[TrialSpec]) -> list[int]:
         """Raise each batch size's study.json budget to the spec's once every one of its
@@ -85,7 +87,8 @@ class StudyStore:
                 continue
             ours = [t for t in trials if t.batch_size == batch_size]
             if all(is_finished(self.read_metadata(spec, t), budget) for t in ours):
-                self._write_study_json(spec, batch_size, budget, read_rounds(study_json, spec))
+                self._write_study_json(spec, batch_size, budget,
+                                       self._parsed_rounds(spec, batch_size, study_json))
                 raised.append(batch_size)
         return raised
 
@@ -94,9 +97,20 @@ class StudyStore:
         return read_json_object(self.fs, f"{self.batch_dir(spec, batch_size)}/study.json")[0]
 
     def read_rounds(self, spec: StudySpec, batch_size: int) -> list[SearchRound]:
-        """The batch size's search rounds (``batchscale.core.rounds``): round 1 only until
-        the planner adds more."""
-        return read_rounds(self.read_study_json(spec, batch_size), spec)
+        """The batch size's search rounds as study.json records them
+        (``batchscale.core.rounds``): round 1 only until the planner adds more; rounds
+        that cannot be parsed count as none after round 1 (see ``register_study``)."""
+        return self._parsed_rounds(spec, batch_size, self.read_study_json(spec, batch_size))
+
+    def _parsed_rounds(self, spec: StudySpec, batch_size: int, study_json: dict | None,
+                       log=None) -> list[SearchRound]:
+        try:
+            return read_rounds(study_json, spec)
+        except ValueError as err:
+            if log is not None:
+                log(f"{self.url(self.batch_dir(spec, batch_size))}/study.json: {err}; its search "
+                    f"rounds after the first are dropped and planned again from the trials' results")
+            return [initial_round(spec)]
 
     def write_rounds(self, spec: StudySpec, batch_size: int, rounds: list[SearchRound]) -> None:
         """Record the batch size's search rounds (and the hull of their ranges) in its

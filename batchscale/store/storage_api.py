@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import IO
 
+from batchscale.core.errors import InputError
+
 # Prefix of in-flight temp files next to their target; hidden from listings.
 TMP_PREFIX = ".batchscale-tmp-"
 # Loose GCS bucket-name check: lowercase letters, digits, '-', '_', '.'.
@@ -34,16 +36,16 @@ def check_root(root) -> str:
     URL (``s3://b``, ``GS://b``, the typo ``gs:/b``) is refused, not taken as a local
     folder named ``s3:`` that would silently fill the working directory."""
     if not isinstance(root, str):
-        raise ValueError(f"{root!r} is not a string ({type(root).__name__}); allowed: {ROOTS_ALLOWED}")
+        raise InputError(f"{root!r} is not a string ({type(root).__name__}); allowed: {ROOTS_ALLOWED}")
     if not root.strip():
-        raise ValueError(f"{root!r} is empty; allowed: {ROOTS_ALLOWED}")
+        raise InputError(f"{root!r} is empty; allowed: {ROOTS_ALLOWED}")
     if "\x00" in root or "\n" in root:
-        raise ValueError(f"{root!r} holds a NUL or newline character; allowed: {ROOTS_ALLOWED}")
+        raise InputError(f"{root!r} holds a NUL or newline character; allowed: {ROOTS_ALLOWED}")
     if root.startswith("gs://"):
         parse_gs_url(root)
         return "gs"
     if _URL_LIKE.match(root):
-        raise ValueError(f"{root!r} is a URL batchscale cannot store to; allowed: {ROOTS_ALLOWED}")
+        raise InputError(f"{root!r} is a URL batchscale cannot store to; allowed: {ROOTS_ALLOWED}")
     return "local"
 
 
@@ -52,14 +54,14 @@ def parse_gs_url(url: str) -> tuple[str, str]:
     rest = url[len("gs://") :].rstrip("/")
     bucket, _, prefix = rest.partition("/")
     if not bucket:
-        raise ValueError(f"malformed GCS root {url!r}: no bucket; allowed: gs://bucket[/prefix]")
+        raise InputError(f"malformed GCS root {url!r}: no bucket; allowed: gs://bucket[/prefix]")
     if not _BUCKET_RE.match(bucket):
-        raise ValueError(f"malformed GCS root {url!r}: invalid bucket name {bucket!r}; allowed: "
+        raise InputError(f"malformed GCS root {url!r}: invalid bucket name {bucket!r}; allowed: "
                          "3-222 of a-z, 0-9, '.', '_', '-', starting and ending with a letter or digit")
     try:
         parts = split_path(prefix, allow_root=True)
     except ValueError as e:
-        raise ValueError(f"malformed GCS root {url!r}: bad prefix ({e})") from None
+        raise InputError(f"malformed GCS root {url!r}: bad prefix ({e})") from None
     return bucket, "/".join(parts)
 
 

@@ -8,8 +8,9 @@ A trial folder's files are believed only when they are what was written (docs/st
 "Damaged files"):
 
 - ``metadata.json`` is a UTF-8 JSON object with a known status, a parameters object and
-  an integer trial id; a missing one beside a ``measurements.csv`` is damage (the
-  trainers write metadata first);
+  an integer trial id, naming the trial whose folder it sits in (not a copy of another
+  trial's); a missing one beside a ``measurements.csv`` is damage (the trainers write
+  metadata first);
 - a finished trial's metadata records its measurements (``layout.measurements_record``:
   rows and SHA-256 of the exact bytes), and the ``measurements.csv`` beside it must be
   those bytes; a malformed record, or a missing file where a record or a finished status
@@ -63,12 +64,32 @@ def metadata_problem(metadata: dict) -> str | None:
     return None
 
 
-def check_trial(fs: Storage, base: str, present: set[str] | None = None):
+def elsewhere(metadata: dict, batch_size: int | None, trial_id: int | None) -> str | None:
+    """A metadata.json that names another trial than the folder it sits in (a trial's
+    folder copied to another id): two rows would claim one trial. None when it agrees
+    (or names none, as the paper's files may not, or the folder's trial is not given)."""
+    for key, folder in (("trial_id", trial_id), ("batch_size", batch_size)):
+        if folder is None:
+            continue
+        try:
+            named = int(metadata.get(key, folder))
+        except (TypeError, ValueError):
+            return f"has {key} {str(metadata.get(key))[:40]!r}, not an integer"
+        if named != folder:
+            return (f"has {key} {named} but sits in the folder of {key} {folder} "
+                    "(copied from another trial?)")
+    return None
+
+
+def check_trial(fs: Storage, base: str, present: set[str] | None = None,
+                batch_size: int | None = None, trial_id: int | None = None):
     """Trial folder ``base``'s files, checked: ``(metadata, measurements)`` (a pandas
     DataFrame from ``layout.parse_measurements``, or None when the trial has not been
     evaluated yet), None when the trial has not started (no files), or a ``TrialDamage``.
     ``present``: the files that exist (paths as ``base``), when the caller listed them
-    already (the study reader lists a whole workload at once); else the folder is listed."""
+    already (the study reader lists a whole workload at once); else the folder is listed.
+    ``batch_size``, ``trial_id``: the trial the folder is of; a metadata.json that names
+    another is damage (``elsewhere``)."""
     meta_path, csv_path = f"{base}/{METADATA}", f"{base}/{MEASUREMENTS}"
     if present is None:
         present = {f"{base}/{name}" for name in fs.list_files(base)}
@@ -77,7 +98,7 @@ def check_trial(fs: Storage, base: str, present: set[str] | None = None):
             return TrialDamage(meta_path, "is missing (its measurements.csv is there)")
         return None
     metadata, problem = read_json_object(fs, meta_path)
-    problem = problem or metadata_problem(metadata)
+    problem = problem or metadata_problem(metadata) or elsewhere(metadata, batch_size, trial_id)
     if problem:
         return TrialDamage(meta_path, problem)
     record = metadata.get("measurements")

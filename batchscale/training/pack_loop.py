@@ -250,8 +250,7 @@ class _Loop:
             if time.time() - self.last_flush > self.flush_seconds:
                 self._flush(step)
             yield step
-        if any(run.life.finish_due() for run in self.live()):  # killed between its last writes
-            self._finish_some(step)
+        self._finish_some(step, final=True)  # e.g. resumed at its budget, evaluated
 
     def live(self) -> list[TrialRun]:
         return [r for r in self.runs if not r.done]
@@ -283,13 +282,14 @@ class _Loop:
             if not run.done:
                 run.life.record(row)
 
-    def _finish_some(self, step: int) -> None:
-        """Finish every live trial whose latest evaluation ends it. Its slot keeps being
+    def _finish_some(self, step: int, final: bool = False) -> None:
+        """Finish every live trial whose latest evaluation ends it (``final``: the grid is
+        done, so every one must end: ``TrialLife.outcome``). Its slot keeps being
         trained (and ignored) until the pack ends: narrowing the stacked arrays would change
         the width of the vmapped step, and with it XLA's rounding for the trials still
         training, which a resumed pack could not reproduce step for step."""
         for run in self.live():
-            outcome = run.life.outcome()
+            outcome = run.life.outcome(final)
             if outcome is not None:
                 run.done = True
                 run.life.finish(outcome, len(run.order.order), time.time() - self.started,

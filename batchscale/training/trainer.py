@@ -137,8 +137,8 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
                 life.flush()
                 last_flush = time.time()
                 log(f"{life.label}: step {life.step}/{max_steps} {watched} {life.rows[-1][watched]:.4f}")
-        if outcome is None and life.finish_due():  # killed between its last two writes
-            outcome = life.outcome()
+        if outcome is None:  # e.g. resumed at its budget, evaluated: nothing left to train
+            outcome = life.outcome(final=True)
         return life.finish(outcome, pipeline.num_train_examples, time.time() - started, snapshot)
 
 

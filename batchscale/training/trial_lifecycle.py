@@ -9,23 +9,33 @@ data-order arrays for a checkpoint).
 
 A trial's life, in the order its writes happen:
 
-* ``start``: its checkpoint, if it has one, restores step, rows, training time and
-  finiteness (the engine restores its arrays from what ``start`` returns); then its
-  metadata.json says INCOMPLETE, before any other write: a budget-stopped trial that
-  continues must not keep a finished record that its growing files contradict.
+* ``start``: its checkpoint, if it has one and it is this trial's (``read_checkpoint``
+  compares the identity it carries; another trial's, study's or larger budget's is named
+  in one line and ignored), restores step, rows, training time and finiteness (the engine
+  restores its arrays from what ``start`` returns); then its metadata.json says
+  INCOMPLETE, before any other write: a budget-stopped trial that continues must not
+  keep a finished record that its growing files contradict.
 * ``trained`` / ``record``: progress and evaluation rows, in memory.
 * ``flush`` (every ``FLUSH_SECONDS``, engine's clock) and ``checkpoint`` (every
   ``spec.checkpoint_seconds`` and on a stop request): measurements.csv, the INCOMPLETE
   metadata with its steps, and the TensorBoard live curves; a checkpoint is written first.
 * ``outcome``: the one stopping rule (``stop_rule.trial_outcome``), with the crossings
-  of its batch size under a protocol that races.
+  of its batch size under a protocol that races. Once an engine has nothing left to
+  train (``outcome(final=True)``) an outcome is due: a trial without one raises
+  ``StuckTrial`` naming it and its checkpoint, so no run ends with a trial that the next
+  run would resume to the same place.
 * ``finish``: a budget-stopped trial's checkpoint (a larger budget continues from it),
-  the final measurements, then the final metadata with the measurements' integrity
-  record: the one commit point. Only then is a spent checkpoint removed and its goal
-  crossings published. A crash before the commit leaves an INCOMPLETE trial that resumes
-  from its checkpoint (one taken at its last evaluation finishes at once, see
-  ``finish_due``); a crash after it leaves a finished trial, which ``finished_trial``
-  re-uses (and removes a checkpoint it no longer needs).
+  the final measurements, its goal crossings (a COMPLETE trial under a protocol that
+  races), then the final metadata with the measurements' integrity record: the one
+  commit point. Only then is a spent checkpoint removed.
+
+A crash right after any of these writes leaves the trial finished, or INCOMPLETE and
+resumable to the result an uninterrupted run records: before the commit the trial
+resumes from its last checkpoint (one at its budget, evaluated there, finishes at once:
+its engine has nothing left to train; its measurements and crossings are written again,
+the same), after it
+the trial is re-used (``finished_trial``, which removes a checkpoint it no longer
+needs). tests/integration/test_faults_commit.py crashes a trial after each write.
 
 ``TrialLeases``: which trials a pack trains, under the store's leases.
 """
@@ -38,8 +48,14 @@ from batchscale.core.goals import first_step_reaching
 from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import continues, is_finished, keeps_checkpoint
-from batchscale.store.checkpoints import Checkpoint, delete_checkpoint, read_checkpoint, write_checkpoint
-from batchscale.store.crossings import CrossingBoard
+from batchscale.store.checkpoints import (
+    Checkpoint,
+    checkpoint_path,
+    delete_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
+from batchscale.store.crossings import CrossingBoard, checked_board
 from batchscale.store.layout import StudyStore
 from batchscale.store.leases import Leases, lease_dir
 from batchscale.training.keras_setup import hardware
@@ -50,6 +66,11 @@ FLUSH_SECONDS = 5.0  # how often an engine flushes a trial's progress to the sto
 
 # What an engine saves of a trial beside its progress: (named arrays, JSON-able state).
 Snapshot = Callable[[], tuple[dict, dict]]
+
+
+class StuckTrial(RuntimeError):
+    """An engine has nothing left to train for a trial that has no outcome: running the
+    study again would resume it to the same place, so the run fails naming it instead."""
 
 
 class TrialLife:
@@ -81,7 +102,9 @@ class TrialLife:
             self.step, self.rows = int(state["step"]), list(state["rows"])
             self.train_seconds = float(state.get("train_seconds", 0.0))
             self.finite = bool(state.get("finite", True))
-            self.log(f"{self.label}: resumed from its checkpoint at step {self.step}")
+            at_budget = (", its budget: it finishes from there" if self.step >= self.max_steps
+                         else "")  # killed before its final metadata, or its folder deleted
+            self.log(f"{self.label}: resumed from its checkpoint at step {self.step}{at_budget}")
         else:
             self.log(f"{self.label}: starts at step 0")
         self.metadata["steps"] = self.step
@@ -102,15 +125,20 @@ class TrialLife:
         """Whether the trial's latest row is an evaluation at its current step."""
         return bool(self.rows) and self.rows[-1]["step"] == self.step
 
-    def outcome(self) -> tuple[str, str] | None:
-        """``(status, stop_reason)`` if its latest evaluation ends it (``trial_outcome``)."""
-        return trial_outcome(self.spec, self.rows, self.finite, self.step, self.max_steps, self.board)
-
-    def finish_due(self) -> bool:
-        """Whether nothing is left to train or evaluate, yet the trial is unfinished: it was
-        resumed from the checkpoint its budget stop wrote, killed before its final
-        metadata. Its engine finishes it at once, as it would have."""
-        return self.step >= self.max_steps and self.evaluated()
+    def outcome(self, final: bool = False) -> tuple[str, str] | None:
+        """``(status, stop_reason)`` if its latest evaluation ends it (``trial_outcome``);
+        ``final``: the engine has trained and evaluated all it will, so an outcome is due
+        (``StuckTrial`` if there is none)."""
+        outcome = trial_outcome(self.spec, self.rows, self.finite, self.step, self.max_steps,
+                                self.board) if self.rows else None
+        if outcome is None and final:
+            raise StuckTrial(
+                f"{self.label}: nothing left to train at step {self.step} of {self.max_steps}, "
+                f"yet unfinished (last evaluated at step "
+                f"{self.rows[-1]['step'] if self.rows else None}); its checkpoint "
+                f"{self.store.url(checkpoint_path(self.spec, self.trial))} cannot finish it: "
+                "delete that file and run the same study again")
+        return outcome
 
     def flush(self) -> None:
         """Measurements, INCOMPLETE metadata at its step, live curves: progress a reader sees."""
@@ -162,19 +190,22 @@ def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: i
 
 def crossing_board(store: StudyStore, spec: StudySpec, batch_size: int) -> CrossingBoard | None:
     """Where trials of ``batch_size`` publish and learn goal crossings (a protocol that
-    ``races`` only); a pack shares one between its trials."""
-    return CrossingBoard(store.fs, spec.name, batch_size) if spec.protocol.races else None
+    ``races`` only); a pack shares one between its trials. It believes another process's
+    crossing only once checked against that trial's record (``crossings.checked_board``)."""
+    return checked_board(store, spec, batch_size) if spec.protocol.races else None
 
 
 def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata: dict,
                  rows: list[dict], outcome: tuple[str, str], step: int, num_train_examples: int,
                  train_seconds: float, wall_time: float, log, board: CrossingBoard | None = None,
                  curves: TrialCurves | None = None, **extra) -> dict:
-    """Record a finished trial: its measurements, then its final metadata (written last: it
-    marks the trial done) with the measurements' record (rows and SHA-256 of the bytes
-    written, so a reader can tell a damaged measurements.csv), then the removal of its
-    checkpoint; a COMPLETE trial then publishes its goal crossings on ``board``. ``curves``:
-    the trial's TensorBoard run, which gets its last rows and the outcome."""
+    """Record a finished trial: its measurements; a COMPLETE trial's goal crossings on
+    ``board``; then its final metadata (written last: it marks the trial done) with the
+    measurements' record (rows and SHA-256 of the bytes written, so a reader can tell a
+    damaged measurements.csv); then the removal of its checkpoint. A crash before the
+    metadata leaves the trial INCOMPLETE, and its resumed run writes the same crossings
+    again: a crossing is never missing from a finished trial. ``curves``: the trial's
+    TensorBoard run, which gets its last rows and the outcome."""
     examples = step * trial.batch_size
     metadata.update(
         status=outcome[0], stop_reason=outcome[1], steps=step,
@@ -184,14 +215,14 @@ def finish_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, metadata:
         **extra, wall_time=wall_time,
     )
     metadata["measurements"] = store.write_measurements(spec, trial, rows)
+    if board is not None and outcome[0] == "COMPLETE":  # before the commit: a crash between
+        board.publish(trial.trial_id, {i: s for i, goal in enumerate(spec.goals)  # them
+                                       if (s := first_step_reaching(rows, goal)) is not None})
     store.write_metadata(spec, trial, metadata)  # the commit point
     if curves is not None:
         curves.finish(rows, outcome[0])
     if not keeps_checkpoint(outcome[1]):  # a budget-stopped trial keeps it: a larger budget
         delete_checkpoint(store, spec, trial)  # continues the trial from there
-    if board is not None and outcome[0] == "COMPLETE":
-        board.publish(trial.trial_id, {i: s for i, goal in enumerate(spec.goals)
-                                       if (s := first_step_reaching(rows, goal)) is not None})
     log(f"trial {trial.batch_size}/{trial.trial_id}: {outcome[0]} ({outcome[1]}) after {step} "
         f"steps, {wall_time:.1f}s")
     return metadata

@@ -28,6 +28,7 @@ import os
 
 import numpy as np
 
+from batchscale.core.errors import InputError
 from batchscale.workloads.idx_files import read_idx_recorded
 
 FOLDER_VARIABLE = "BATCHSCALE_FASHION_MNIST_DIR"
@@ -74,11 +75,11 @@ def choose_source(environ=None) -> tuple[str, str]:
     folder = environ.get(FOLDER_VARIABLE, "").strip()
     if folder:
         if not os.path.isdir(folder):
-            raise ValueError(f"{FOLDER_VARIABLE}={folder}: not a folder; name the folder that "
+            raise InputError(f"{FOLDER_VARIABLE}={folder}: not a folder; name the folder that "
                              "holds Fashion-MNIST's four IDX files, or unset it")
         missing = idx_paths(folder)[1]
         if missing:
-            raise ValueError(f"{FOLDER_VARIABLE}={folder}: no {', '.join(missing)} "
+            raise InputError(f"{FOLDER_VARIABLE}={folder}: no {', '.join(missing)} "
                              "(.gz or not) there; it must hold Fashion-MNIST's four IDX files")
         return "idx", folder
     if tfds_prepared():
@@ -100,11 +101,11 @@ def load_idx_folder(folder: str) -> dict:
         for stem, digests in ((stems[0], image_file), (stems[1], label_file)):
             files[os.path.basename(paths[stem])] = digests
         if images.shape != IDX_SHAPES[part] or images.dtype != np.uint8:
-            raise ValueError(f"{paths[stems[0]]}: {images.dtype} images of shape {images.shape}; "
+            raise InputError(f"{paths[stems[0]]}: {images.dtype} images of shape {images.shape}; "
                              f"Fashion-MNIST's are uint8 {IDX_SHAPES[part]}")
         largest = int(labels.max()) if labels.size else None
         if labels.shape != images.shape[:1] or labels.dtype != np.uint8 or largest > 9:
-            raise ValueError(f"{paths[stems[1]]}: {labels.dtype} labels of shape {labels.shape} "
+            raise InputError(f"{paths[stems[1]]}: {labels.dtype} labels of shape {labels.shape} "
                              f"(largest {largest}); expected uint8 ({len(images)},) in 0..9")
         arrays[part] = (images[..., None], labels.astype(np.int64))
     (train_x, train_y), test = arrays["train"], arrays["test"]

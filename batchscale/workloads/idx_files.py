@@ -18,6 +18,8 @@ import zlib
 
 import numpy as np
 
+from batchscale.core.errors import InputError
+
 # The type byte -> the values' big-endian NumPy dtype (the format's six types).
 IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 GZIP_MAGIC = b"\x1f\x8b"
@@ -30,28 +32,28 @@ def decompressed(raw: bytes, name: str = "IDX file") -> bytes:
     try:
         return gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as err:
-        raise ValueError(f"{name}: not a readable gzip file ({err})") from None
+        raise InputError(f"{name}: not a readable gzip file ({err})") from None
 
 
 def parse_idx(data: bytes, name: str = "IDX file") -> np.ndarray:
     """The array an uncompressed IDX payload holds, in native byte order."""
     if len(data) < 4:
-        raise ValueError(f"{name}: {len(data)} bytes, too short for an IDX header")
+        raise InputError(f"{name}: {len(data)} bytes, too short for an IDX header")
     zero, type_code, ndim = data[:2], data[2], data[3]
     if zero != b"\x00\x00" or type_code not in IDX_TYPES or ndim == 0:
-        raise ValueError(f"{name}: not an IDX file (magic number {data[:4].hex()}; expected "
+        raise InputError(f"{name}: not an IDX file (magic number {data[:4].hex()}; expected "
                          f"0000 then a type byte in {sorted(hex(t) for t in IDX_TYPES)} "
                          "and at least one dimension)")
     header = 4 + 4 * ndim
     if len(data) < header:
-        raise ValueError(f"{name}: truncated: {len(data)} bytes, the header of {ndim} "
+        raise InputError(f"{name}: truncated: {len(data)} bytes, the header of {ndim} "
                          f"dimensions needs {header}")
     dims = tuple(int(d) for d in np.frombuffer(data, ">u4", count=ndim, offset=4))
     dtype = np.dtype(IDX_TYPES[type_code])
     expected = header + int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
     if len(data) != expected:
         problem = "truncated" if len(data) < expected else "trailing bytes"
-        raise ValueError(f"{name}: {problem}: {len(data)} bytes, dimensions {dims} of "
+        raise InputError(f"{name}: {problem}: {len(data)} bytes, dimensions {dims} of "
                          f"{dtype.name} need {expected}")
     values = np.frombuffer(data, dtype, offset=header).reshape(dims)
     return values.astype(dtype.newbyteorder("="))

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from batchscale.core.errors import StoreDamaged
 from batchscale.store.npz_files import read_npz
 
 RAGGED = ".values"
@@ -106,7 +107,7 @@ class ShardReader:
 
     def __init__(self, fs, prefix: str, paths: list[str], parallel_reads: int = 4, prefetch: int = 8):
         if not paths:
-            raise ValueError(f"no shards under {prefix}")
+            raise StoreDamaged(f"no shards under {prefix}")
         self.fs, self.prefix, self.paths = fs, prefix, list(paths)
         self.parallel_reads, self.prefetch = max(1, parallel_reads), max(1, prefetch)
 

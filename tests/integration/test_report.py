@@ -51,9 +51,10 @@ def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, cap
                  "--goal", "classification_error<0.1", "--resamples", "50"]) == 0
     after = _objects(gcs_root)
     new = {p for p in after if p not in before}
-    assert all(p.startswith(f"{db.WORKLOAD}/report/") for p in new)
+    goals = "goal-classification_error-below-0.2+classification_error-below-0.1"  # beside its own
+    assert all(p.startswith(f"{db.WORKLOAD}/report/{goals}/") for p in new)
     assert all(after[p] == before[p] for p in before)
-    doc = json.loads(open_root(f"{url}/report").read_text("summary.json"))
+    doc = json.loads(open_root(f"{url}/report/{goals}").read_text("summary.json"))
     for row in doc["steps_to_result"]:
         answer = db.ANSWERS[row["goal"]][row["split"]][row["batch_size"]]
         assert (row["steps_to_result"], row["best_trial"]) == answer
@@ -67,7 +68,7 @@ def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, cap
     assert doc["protocol"] == "full"  # the paper's database: every trial to its budget
     assert doc["expected_trials"] is None and doc["unfinished"] == []  # no spec
     assert doc["damaged"] == []
-    assert f"report: {url}/report/report.html" in capsys.readouterr().out
+    assert f"report: {url}/report/{goals}/report.html" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("where", ["local", "gcs"])

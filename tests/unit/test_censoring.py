@@ -212,7 +212,7 @@ def test_the_report_says_what_a_stricter_goal_is_based_on(tmp_path, capsys):
            "trials stopped at (classification_error<0.08, protocol race)" in out
     assert "an upper bound at 16 (1 trial stopped early before it)" in out
     assert "unknown (stopped early) at 64" in out and "exact at batch size(s) 256" in out
-    report = open_root(f"{url}/report")
+    report = open_root(f"{url}/report/goal-classification_error-below-0.05")  # beside its own
     doc = json.loads(report.read_text("summary.json"))
     assert doc["protocol"] == "race" and len(doc["censoring"]) == 2  # val and train
     val = [r for r in doc["steps_to_result"] if r["split"] == "val"]

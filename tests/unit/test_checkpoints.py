@@ -1,5 +1,7 @@
 """Trial checkpoints on a local store: exact round trip, where they live, overwrite, delete,
-damage detected (never read as truth) and a failed write that leaves the good one in place.
+damage detected (never read as truth), a failed write that leaves the good one in place,
+and the identity each carries: another trial's, study's or larger budget's checkpoint is
+named in one line and never restored.
 tests/integration/test_checkpoints_gcs.py runs every test taking ``root`` again on gs://."""
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def test_round_trip_is_exact_and_lives_outside_the_trial_folder(root):
     ck.write_checkpoint(store, spec, trial, _arrays(), STATE)
     got = ck.read_checkpoint(store, spec, trial, log=pytest.fail)
     _same(got.arrays, _arrays())
-    _same_state(got.state, STATE)
+    _same_state(got.state, {**STATE, "identity": ck.checkpoint_identity(spec, trial)})
     assert got.step == 41
     assert store.fs.list_files("", recursive=True) == sorted([
         "quickstart/checkpoints/16/3.npz", "quickstart/study_spec.json",
@@ -90,9 +92,10 @@ def test_overwrite_replaces_everything_and_delete_is_idempotent(root):
     ck.write_checkpoint(store, spec, trial, newer, {"step": 60})
     got = ck.read_checkpoint(store, spec, trial)
     _same(got.arrays, newer)
-    assert got.state == {"step": 60}
+    identity = {"identity": ck.checkpoint_identity(spec, trial)}
+    assert got.state == {"step": 60, **identity}
     ck.write_checkpoint(store, spec, trial, {}, {})  # no arrays, no step: still a checkpoint
-    assert ck.read_checkpoint(store, spec, trial) == ck.Checkpoint({}, {})
+    assert ck.read_checkpoint(store, spec, trial) == ck.Checkpoint({}, identity)
     ck.delete_checkpoint(store, spec, trial)
     assert ck.read_checkpoint(store, spec, trial) is None
     ck.delete_checkpoint(store, spec, trial)  # none: no error
@@ -128,8 +131,8 @@ def _damaged_versions(good: bytes) -> dict[str, bytes]:
     tampered = dict(members, a0=members["a0"] + np.float32(1))  # valid zip, wrong content
     buffer = io.BytesIO()
     np.savez(buffer, **tampered)
-    flipped = bytearray(good)
-    flipped[len(good) // 3] ^= 0xFF
+    flipped = bytearray(good)  # inside the first array's bytes (zip headers' dates go unchecked)
+    flipped[good.index(members["a0"].tobytes()) + 5] ^= 0xFF
     return {"truncated": good[: len(good) // 2], "empty": b"", "garbage": b"not a checkpoint",
             "flipped byte": bytes(flipped), "sha256 mismatch": buffer.getvalue()}
 
@@ -162,3 +165,59 @@ def test_a_writer_killed_mid_write_leaves_only_a_hidden_temp_file(tmp_path):
     assert store.fs.list_files("quickstart/checkpoints/16") == ["3.npz"]
     assert ck.read_checkpoint(store, spec, trial, log=pytest.fail).step == 41
     assert store.fs.read_bytes(ck.checkpoint_path(spec, trial)) == good
+
+
+def _forged(store, spec, trial, state: dict) -> str:
+    """Write ``state`` as the trial's checkpoint as is (no identity added): a copied-in or
+    older checkpoint."""
+    path = ck.checkpoint_path(spec, trial)
+    store.fs.write_bytes(path, ck.encode_checkpoint(_arrays(), state))
+    return path
+
+
+def test_a_checkpoint_of_another_trial_study_or_budget_is_named_and_never_restored(root):
+    spec, store, trial = _setup(root)
+    mine = ck.checkpoint_identity(spec, trial)
+    assert mine["study"] == "quickstart" and (mine["batch_size"], mine["trial_id"]) == (16, 3)
+    assert mine["parameters"] == {"learning_rate": 0.1} and mine["max_steps"] == 4000
+    other_spec = parse_spec({**default_spec_dict(), "store": root, "batch_sizes": [16, 64],
+                             "seed": 7})
+    cases = {
+        "trial_id 2 there, 3 here": {**mine, "trial_id": 2},
+        "batch_size 64 there, 16 here": {**mine, "batch_size": 64},
+        "study \"other\" there, \"quickstart\" here": {**mine, "study": "other"},
+        "study_sha256": ck.checkpoint_identity(other_spec, trial),  # another seed
+        'parameters {"learning_rate": 0.2} there': {**mine, "parameters": {"learning_rate": 0.2}},
+        "written under a budget of 5000 steps, more than this trial's 4000": {**mine, "max_steps": 5000},
+        "its identity is \"forged\", not an object": "forged",
+    }
+    path = ck.checkpoint_path(spec, trial)
+    for what, identity in cases.items():
+        _forged(store, spec, trial, {**STATE, "identity": identity})
+        lines = []
+        assert ck.read_checkpoint(store, spec, trial, log=lines.append) is None, what
+        assert len(lines) == 1 and what in lines[0], (what, lines)
+        assert lines[0].startswith(f"checkpoint {store.url(path)} is not this trial's ("), lines
+        assert lines[0].endswith("ignoring it, the trial starts from step 0"), lines
+        assert store.fs.exists(path)  # kept; the trial's next checkpoint replaces it
+    # its own, written under a smaller budget (a budget that grew): it continues from there
+    _forged(store, spec, trial, {**STATE, "identity": {**mine, "max_steps": 40}})
+    assert ck.read_checkpoint(store, spec, trial, log=pytest.fail).step == 41
+    # a caller that knows the trial by id only (the report's list of unfinished trials)
+    by_id = TrialSpec(spec.name, 16, 3, {})
+    _forged(store, spec, trial, {**STATE, "identity": {**mine, "parameters": {"x": 1}}})
+    assert ck.read_checkpoint(store, spec, by_id, log=pytest.fail).step == 41
+
+
+def test_a_checkpoint_without_identity_is_accepted_within_the_budget(root):
+    """Written before checkpoints carried an identity: restored as before, unless its step
+    is not a step count or lies past the trial's budget (it cannot be this trial's)."""
+    spec, store, trial = _setup(root)
+    _forged(store, spec, trial, STATE)
+    _same_state(ck.read_checkpoint(store, spec, trial, log=pytest.fail).state, STATE)
+    for step, what in ((4001, "step 4001 is past the trial's budget of 4000"),
+                       (-1, "step -1 is not a step count"), ("7", 'step "7" is not a step count')):
+        _forged(store, spec, trial, {**STATE, "step": step})
+        lines = []
+        assert ck.read_checkpoint(store, spec, trial, log=lines.append) is None
+        assert len(lines) == 1 and f"is not this trial's ({what})" in lines[0], lines

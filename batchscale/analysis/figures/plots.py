@@ -36,6 +36,7 @@ from batchscale.analysis.figures.plot_base import numbers as _numbers
 from batchscale.analysis.figures.plot_base import svg as _svg
 from batchscale.analysis.figures.plots_budget import budget_label as budget_label
 from batchscale.analysis.figures.plots_budget import budget_plot as budget_plot
+from batchscale.core.errors import InputError
 
 STEPS = "steps_to_result"
 EXAMPLES = "examples_to_result"
@@ -68,7 +69,7 @@ def normalize_curves(curves, normalize_at: int | None, column: str = STEPS) -> N
     """
     curves = _as_curves(curves)
     if normalize_at is not None and (not _is_number(normalize_at) or normalize_at <= 0):
-        raise ValueError(f"normalize_at: {normalize_at!r} must be a positive batch size")
+        raise InputError(f"normalize_at: {normalize_at!r} must be a positive batch size")
     out = NormalizedCurves(normalize_at, column, {})
     name = out.normalized_column
     for label, frame in curves.items():

@@ -66,7 +66,7 @@ def read_trial(fs: Storage, base: str, present: set[str], batch_size: int,
     (``batchscale.store.trial_files.check_trial``, which the round planner applies too).
     ``present``: the files that exist (paths as ``base``), listed once for the whole
     workload."""
-    read = check_trial(fs, base, present)
+    read = check_trial(fs, base, present, batch_size, trial_id)
     if isinstance(read, TrialDamage):
         return Damage(fs.url(read.path), read.problem, f"trial {batch_size}/{trial_id} left out",
                       batch_size, trial_id)

@@ -31,6 +31,7 @@ import pandas as pd
 from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.analysis.statistics.scaling_curve import bootstrap_log_steps
 from batchscale.analysis.statistics.step_times import StepTimeProfile
+from batchscale.core.errors import InputError
 from batchscale.core.prices import CURRENCY, PRICE_DATE, PRICE_SOURCE, device_price
 from batchscale.store.compatibility import STUDY_SPEC_KEY
 
@@ -166,7 +167,7 @@ def time_and_cost(steps: pd.DataFrame, crossings: pd.DataFrame, profile: StepTim
     ``RegimeFit`` (for the projected device limit); ``price`` > 0 overrides
     ``spec_price_per_hour`` > 0, which overrides the price table."""
     if price < 0 or not math.isfinite(price):
-        raise ValueError(f"price: {price} is not allowed; allowed: a price in {CURRENCY} per "
+        raise InputError(f"price: {price} is not allowed; allowed: a price in {CURRENCY} per "
                          "device-hour > 0, or 0 for the spec's or the price table's")
     override, origin = ((price, "--price") if price > 0 else (spec_price_per_hour, "study spec")
                         if spec_price_per_hour > 0 else (0.0, "price table"))

@@ -32,6 +32,8 @@ import os
 import re
 import sys
 
+from batchscale.core.errors import InputError
+
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE = re.compile(rf"^{_IDENTIFIER}(\.{_IDENTIFIER})*\Z")
 _FUNCTION = re.compile(rf"^{_IDENTIFIER}\Z")
@@ -39,7 +41,7 @@ _FUNCTION = re.compile(rf"^{_IDENTIFIER}\Z")
 DATA_KEYS = ("input_shape", "num_classes")
 
 
-class ModelFunctionError(ValueError):
+class ModelFunctionError(InputError):
     """The user's model function cannot be used; the message is one line."""
 
 

@@ -1,0 +1,179 @@
+"""A batch size's search rounds re-derived from their sources, and compared with study.json.
+
+study.json's ``search_rounds`` is derived state: round 1 is the spec's search space and
+``trials_per_batch_size``, and each later round is what ``search.next_round`` makes of
+the spec and the earlier rounds' trials' measurements. Read back as written, a round
+edited by hand, copied from another study or damaged would train trials outside the
+space, or extra trials, and change a result without a word. So before the planner packs
+a trial it derives the rounds again, round by round, and compares:
+
+- round 1 against the spec (its range, and ids 1..``trials_per_batch_size``, or as many
+  as the study had when round 2 was planned: a study grows);
+- round k against ``next_round`` on the trials of the rounds before it, with the spec as
+  it was when round k was planned (``PlannedWith``: trials per batch size, trial cap and
+  budget then, each at most the spec's today; rows after that budget are not looked at,
+  so a budget raised since does not change the round). A round recorded without it (before
+  it was recorded) is derived with the spec's values, round 1's length as the trials per
+  batch size.
+
+A round can be derived only once every trial before it is finished (as the planner
+planned it); until then it and the rounds after it are *held*: kept in study.json, their
+trials not trained, and checked at a later stage.
+
+Each difference is named in one line (the study.json, the round, the field, what it holds
+and what the derivation gives), and then:
+
+- **the derivation wins** when every trial already started in the derived rounds was
+  trained with the parameters the derivation gives it (the record alone is wrong: an edit
+  after the fact, or one no trial has used yet): study.json is rewritten with the derived
+  rounds, so no trial outside them is trained and no result changes;
+- **the run refuses** (``DamagedRoundsError``, one line naming the study.json and a trial)
+  when a trial was trained from the wrong record (metadata.json's parameters differ from
+  the derived ones): a result already depends on it, and rewriting study.json would keep
+  that trial's result under another trial's name. Deleting those trials' folders and
+  running again retrains them as the derivation says. Not exit 2: the input is fine, the
+  store is damaged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from batchscale.core.errors import StoreDamaged
+from batchscale.core.rounds import INITIAL, PlannedWith, SearchRound
+from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.core.trial_state import is_finished
+from batchscale.search.next_round import TrialResult, next_round
+from batchscale.search.trials import batch_trials
+from batchscale.store.layout import StudyStore
+
+# (spec, store, trials, their metadata, budget) -> what next_round needs of each trial, from
+# its rows up to that budget (None: some cannot be read as written): the planner's reading
+# (``planner.results_at``), handed in because the planner calls this module
+Results = Callable[[StudySpec, StudyStore, list[TrialSpec], dict, int], list[TrialResult] | None]
+
+
+class DamagedRoundsError(StoreDamaged):
+    """A batch size's recorded rounds differ from their derivation and trials were already
+    trained from them; the message is one line naming the study.json and the trial."""
+
+
+@dataclass
+class CheckedRounds:
+    """``rounds``: the batch size's rounds as derived (what to train); ``held``: recorded
+    rounds after them that cannot be derived yet (trials before them unfinished);
+    ``metadata``: each trial of ``rounds``'s metadata.json (None: none yet)."""
+
+    rounds: list[SearchRound]
+    held: list[SearchRound]
+    metadata: dict[int, dict | None]
+
+
+def planned_with(spec: StudySpec, batch_size: int) -> PlannedWith:
+    """What a round planned now is planned under."""
+    return PlannedWith(spec.trials_per_batch_size, spec.trial_cap, spec.max_steps[batch_size])
+
+
+def checked_rounds(spec: StudySpec, store: StudyStore, batch_size: int, results: Results,
+                   log=print) -> CheckedRounds:
+    """The batch size's rounds, re-derived and compared with study.json (module docstring):
+    differences logged and study.json rewritten, or ``DamagedRoundsError``."""
+    recorded = store.read_rounds(spec, batch_size)
+    rounds, held, differences = _derive(spec, store, batch_size, recorded, results)
+    trials = batch_trials(spec, batch_size, rounds)
+    metadata = {t.trial_id: store.read_metadata(spec, t) for t in trials}
+    if differences:
+        where = f"{store.url(store.batch_dir(spec, batch_size))}/study.json"
+        wrong = trained_otherwise(trials, metadata)
+        if wrong is not None:
+            raise DamagedRoundsError(
+                f"{where}: {differences[0]}, and trial {wrong} was already trained from it "
+                f"(its metadata.json parameters are not the derived ones); delete the folders "
+                f"of the trials from that round on and run the same study again")
+        for difference in differences:
+            log(f"{where}: {difference}; study.json rewritten with the derived rounds")
+        store.write_rounds(spec, batch_size, [*rounds, *held])
+    return CheckedRounds(rounds, held, metadata)
+
+
+def trained_otherwise(trials: list[TrialSpec], metadata: dict[int, dict | None]) -> int | None:
+    """The first trial whose metadata.json records other parameters than ``trials`` give it
+    (None: every trial started so far matches)."""
+    for trial in trials:
+        meta = metadata.get(trial.trial_id)
+        if meta is not None and meta.get("parameters") != json.loads(json.dumps(trial.parameters)):
+            return trial.trial_id
+    return None
+
+
+def _derive(spec: StudySpec, store: StudyStore, batch_size: int, recorded: list[SearchRound],
+            results: Results) -> tuple[list[SearchRound], list[SearchRound], list[str]]:
+    """(derived rounds, held recorded rounds, differences in words)."""
+    later = recorded[1] if len(recorded) > 1 else None
+    first_context = _context(spec, batch_size, later, recorded[0]) if later else None
+    size = first_context.trials_per_batch_size if first_context else spec.trials_per_batch_size
+    rounds = [SearchRound(1, 1, size, spec.search_space, INITIAL)]
+    differences = _compare(rounds[0], recorded[0])
+    budget = spec.max_steps[batch_size]
+    for index, record in enumerate(recorded[1:], start=1):
+        trials = batch_trials(spec, batch_size, rounds)
+        metadata = {t.trial_id: store.read_metadata(spec, t) for t in trials}
+        if not all(is_finished(metadata[t.trial_id], budget) for t in trials):
+            return rounds, recorded[index:], differences
+        context = _context(spec, batch_size, record, rounds[0])
+        number = record.round if rounds[-1].round < record.round <= spec.max_rounds \
+            else rounds[-1].round + 1
+        as_then = replace(spec, trials_per_batch_size=context.trials_per_batch_size,
+                          max_trials_per_batch_size=context.trial_cap)
+        found = results(spec, store, trials, metadata, context.max_steps)
+        if found is None:  # measurements it cannot read as they were written: not yet
+            return rounds, recorded[index:], differences
+        derived = next_round(as_then, rounds, found, number)
+        if derived is None:
+            differences.append(f"search round {record.round} (trials {record.first}-{record.last}) "
+                               f"should not exist: the trials before it ask for no round")
+            return rounds, [], differences
+        derived = replace(derived, planned_with=context if record.planned_with else None)
+        differences += _compare(derived, record)
+        rounds.append(derived)
+    return rounds, [], differences
+
+
+def _context(spec: StudySpec, batch_size: int, record: SearchRound,
+             first: SearchRound) -> PlannedWith:
+    """What ``record`` was planned under: its own record when the spec can have grown from
+    it (each value at most today's), else today's spec with round 1's length as the trials
+    per batch size (a round recorded before ``planned_with`` was)."""
+    now = planned_with(spec, batch_size)
+    given = record.planned_with
+    if given is not None and (given.trials_per_batch_size <= now.trials_per_batch_size
+                              and given.trial_cap <= now.trial_cap
+                              and given.max_steps <= now.max_steps):
+        return given
+    size = first.last if 1 <= first.last <= now.trials_per_batch_size else now.trials_per_batch_size
+    return PlannedWith(size, now.trial_cap, now.max_steps)
+
+
+def _compare(derived: SearchRound, record: SearchRound) -> list[str]:
+    """One phrase per field of ``record`` that is not what the derivation gives."""
+    out = []
+    name = f"search round {record.round}"
+    if record.round != derived.round:
+        out.append(f"{name}: round number {record.round} where the derivation gives {derived.round}")
+    if (record.first, record.last) != (derived.first, derived.last):
+        out.append(f"{name}: trial_ids [{record.first}, {record.last}] where the spec and the "
+                   f"trials' measurements give [{derived.first}, {derived.last}]")
+    if record.space != derived.space:
+        names = sorted({p.name for p in record.space} ^ {p.name for p in derived.space}
+                       | {p.name for p in record.space if p not in derived.space})
+        out.append(f"{name}: search_space ({', '.join(names) or 'order'}) is not the "
+                   f"{'spec' if derived.round == 1 else 'derived'}'s "
+                   f"({json.dumps(derived.to_dict()['search_space'], sort_keys=True)})")
+    if record.reason != derived.reason:
+        out.append(f"{name}: reason {record.reason!r} where the derivation gives {derived.reason!r}")
+    if record.planned_with is not None and record.planned_with != derived.planned_with:
+        out.append(f"{name}: planned_with {record.planned_with.to_dict()} cannot be (the spec's "
+                   f"values are smaller)")
+    return out
