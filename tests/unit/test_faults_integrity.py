@@ -82,6 +82,8 @@ DAMAGES = {
     "deleted": ("measurements.csv", None, "is missing (the trial is COMPLETE)"),
     "malformed record": ("metadata.json", lambda d: json.dumps(
         {**json.loads(d), "measurements": "none"}).encode(), "malformed measurements record"),
+    "another trial's folder copied in": ("metadata.json", lambda d: json.dumps(
+        {**json.loads(d), "trial_id": 99}).encode(), "has trial_id 99 but sits in the folder"),
 }
 
 
@@ -272,3 +274,18 @@ def test_the_report_names_an_absurd_train_seconds_and_exits_3(timed, tmp_path, c
     assert all(0 < r[3] < 60 for r in rows)  # seconds to result, as the trials timed them
     assert code == EXIT_DAMAGED and len(err) == 1
     assert err[0].startswith(f"batchscale: warning: {store.url(TIMED)} has train_seconds 1e+300")
+
+
+def test_a_trial_damaged_after_its_batch_size_planned_a_round_is_named_at_the_next_stage(tmp_path):
+    """Round 2 is recorded, then a trial of round 1 is cut: the stage that re-derives the
+    rounds (``rounds.derivation``) cannot read it, names it in one line and plans nothing
+    from it; the recorded round is kept, not rewritten."""
+    spec, store, best = _round_one_finished(str(tmp_path / "store"))
+    plan_stage(spec, store, 2, 4, log=lambda *_: None)
+    rounds = store.read_rounds(spec, 64)
+    path = f"{store.trial_dir(spec, best)}/measurements.csv"
+    store.fs.write_bytes(path, store.fs.read_bytes(path)[:-7])
+    lines = []
+    plan_stage(spec, store, 3, 4, log=lines.append)
+    assert len(lines) == 1 and lines[0].startswith(f"batch size 64: {store.url(path)} does not match")
+    assert store.read_rounds(spec, 64) == rounds
