@@ -27,6 +27,8 @@ class Progress:
     later: float = 0.0  # trials later search rounds will likely add (``rounds.expected``)
     reused: int = 0  # finished before this run: found done at its first poll
     resumed: int = 0  # resumed from their checkpoints in this run (the task log says so)
+    waiting: int = 0  # left to another writer that holds their leases (the task log says so)
+    waiting_until: str = ""  # HH:MM:SS by which the last of those is taken over at the latest
 
     def line(self) -> str:
         """The counts and best steps: what changes when something happened (no clock)."""
@@ -34,12 +36,14 @@ class Progress:
 
     def counts(self) -> str:
         """``100/115 done (12 re-used), 9 diverged, 15 added by later rounds, 5 resumed from
-        checkpoints, 2 in progress``."""
+        checkpoints, 2 in progress, 1 waiting on another writer until 14:05:09``."""
         extra = f" ({self.reused} re-used)" if self.reused else ""
         extra += f", {self.infeasible} diverged" if self.infeasible else ""
         extra += f", {self.added} added by later rounds" if self.added else ""
         extra += f", {self.resumed} resumed from checkpoints" if self.resumed else ""
         extra += f", {self.running} in progress" if self.running else ""
+        extra += (f", {self.waiting} waiting on another writer until {self.waiting_until}"
+                  if self.waiting else "")
         return f"{self.done}/{self.total} done{extra}"
 
     def best(self) -> str:

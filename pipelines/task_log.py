@@ -44,6 +44,7 @@ SIGNALS = {"Killed": "SIGKILL: out of memory, or kill -9", "Terminated": "SIGTER
 # Lines that are kfp's own, not a task's output: its logger, its executor's, its rules.
 KFP_LINE = re.compile(r"^\s*(\d\d:\d\d:\d\d\.\d+ - [A-Z]+ - |\[KFP Executor|-{20,}\s*$)")
 RESUMED = re.compile(r"\btrial (\d+)/(\d+): resumed from its checkpoint at step (\d+)")
+LEASE = re.compile(r"^\s*lease: (.+)$")  # a pack's waits on other writers (store.leases)
 HOST = re.compile(r"(?:host='|Failed to resolve ')([^':]+)")
 REASON = re.compile(r"\(\[Errno -?\d+\] ([^)\]]+)\)|\[Errno -?\d+\] ([^'\")\]]+)")
 
@@ -56,8 +57,9 @@ PHASES = {"prepare-data": "preparing data", "plan-round": "planning",
 class LogEvent:
     """``kind``: "task" (``task`` started), "network" (``detail``: host and reason),
     "failed" (``task`` failed; ``detail``: why, in one line: its last exception or signal
-    line, else ``no error line; its last output: ...``, or "" when it printed nothing) or
-    "resumed" (a trial resumed from its checkpoint; ``detail``: ``BATCH_SIZE/TRIAL_ID``).
+    line, else ``no error line; its last output: ...``, or "" when it printed nothing),
+    "resumed" (a trial resumed from its checkpoint; ``detail``: ``BATCH_SIZE/TRIAL_ID``) or
+    "lease" (a ``lease: `` line of a pack about other writers' leases; ``detail``: the rest).
     ``task`` is the component's name, without the compiler's copy number."""
 
     kind: str
@@ -112,6 +114,8 @@ class TaskLog:
             self.last_output = line.strip()
         if match := RESUMED.search(line):
             return LogEvent("resumed", self.task, f"{match.group(1)}/{match.group(2)}")
+        if match := LEASE.match(line):
+            return LogEvent("lease", self.task, match.group(1).strip())
         if match := EXCEPTION.match(line):
             self.last_exception = f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2).strip()}"
         if NETWORK.search(line):

@@ -5,19 +5,25 @@ analysing ...), trials done out of those known, how many diverged and run now, e
 time and an ETA from the rates measured in this run (counting the trials later search
 rounds will likely add, ``rounds.expected``), with the lines worth keeping
 (best steps per batch size as they improve, a task that failed, a host that cannot be
-reached) printed above it. Anywhere else (a pipe, a CI log, a file) the same facts as
-plain lines, one per change, each stamped with the seconds since the run started: a live
-bar would only fill a log with redraws.
+reached, trials that wait on another writer's lease) printed above it. Anywhere else (a
+pipe, a CI log, a file) the same facts as plain lines, one per change, each stamped with
+the seconds since the run started: a live bar would only fill a log with redraws.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import time
 
 from batchscale.core.spec import StudySpec
 from batchscale.pipelines.progress import Progress
+
+# A pack's ``lease:`` lines (``training.packs.WaitNotice``, ``store.leases``), "lease: " cut off.
+WAITS = re.compile(r"^trials? ([\d/, ]+) waits? on another writer \((.*)\); taken over by (\d\d:\d\d:\d\d)")
+TAKEN = re.compile(r"^trial (\d+/\d+) taken over from ")
+STALE_SECONDS = 15.0  # a wait past its time by this much, never said again, is over
 
 OFFLINE_HINT = ("without network, prepare the data set where there is one or choose one that "
                 "ships offline (`batchscale workloads` lists their sources)")
@@ -104,6 +110,7 @@ class RunWatch:
         self.phase, self.rounds = "starting", 0
         self.outage: float | None = None  # when the store was first found unreachable
         self.resumed: set[str] = set()  # BATCH/ID of the trials resumed from checkpoints
+        self.waits = WriterWaits()
 
     def elapsed(self) -> float:
         return time.time() - self.started
@@ -125,6 +132,10 @@ class RunWatch:
                     f"log: {self.log_path}"))
             elif event.kind == "resumed":
                 self.resumed.add(event.detail)
+                self.waits.drop([event.detail])
+            elif event.kind == "lease" and (said := self.waits.read(event.detail)):
+                phase = phase_of(event.task) if event.task else self.phase
+                self.console.say(self.elapsed(), f"{phase}: {said}")
             elif event.kind == "failed":
                 self.console.say(self.elapsed(), (
                     f"task {event.task} failed: {event.detail or 'see the log'}; "
@@ -148,11 +159,59 @@ class RunWatch:
             self.console.say(self.elapsed(),
                              f"store reachable again after {time.time() - self.outage:.0f}s")
             self.outage = None
+        self.waits.drop(f"{b}/{i}" for b, done in getattr(tracker, "results", {}).items() for i in done)
         self.console.status(self.elapsed(), self.phase, self.with_resumed(progress))
 
     def with_resumed(self, progress: Progress) -> Progress:
-        """``progress`` with the count of trials resumed, which only the task log knows."""
-        return dataclasses.replace(progress, resumed=len(self.resumed))
+        """``progress`` with what only the task log knows: the count of trials resumed, and
+        of those waiting on another writer (and until when at the latest)."""
+        waiting, until = self.waits.now()
+        return dataclasses.replace(progress, resumed=len(self.resumed), waiting=waiting,
+                                   waiting_until=until)
+
+
+class WriterWaits:
+    """The trials this run's packs leave to another writer that holds their leases, from
+    the packs' ``lease:`` lines: ``read`` returns what the console says (a trial starts
+    waiting on a writer, is taken over, a lease file is malformed; a wait said again
+    with a later time is not news), ``now`` the count and the latest time for the
+    progress line. A wait ends when its trial is taken over, resumed or finished, or
+    ``STALE_SECONDS`` after its time if no pack said it again."""
+
+    def __init__(self, clock=time.time):
+        self.clock = clock
+        self.waiting: dict[str, tuple[str, float, str]] = {}  # B/ID -> (writer, until, "HH:MM:SS")
+
+    def read(self, detail: str) -> str | None:
+        if match := WAITS.match(detail):
+            names = [name.strip() for name in match[1].split(",")]
+            news = any(self.waiting.get(name, ("",))[0] != match[2] for name in names)
+            until = clock_time(match[3], self.clock())
+            self.waiting.update((name, (match[2], until, match[3])) for name in names)
+            return detail if news else None
+        if match := TAKEN.match(detail):
+            self.drop([match[1]])
+        return detail
+
+    def drop(self, names) -> None:
+        for name in names:
+            self.waiting.pop(name, None)
+
+    def now(self) -> tuple[int, str]:
+        """How many trials wait now, and the latest time one is taken over by ("": none)."""
+        stale = self.clock() - STALE_SECONDS
+        self.waiting = {name: wait for name, wait in self.waiting.items() if wait[1] >= stale}
+        if not self.waiting:
+            return 0, ""
+        return len(self.waiting), max(self.waiting.values(), key=lambda wait: wait[1])[2]
+
+
+def clock_time(hhmmss: str, now: float) -> float:
+    """The time ``HH:MM:SS`` (this machine's local time) nearest to ``now``."""
+    hour, minute, second = (int(part) for part in hhmmss.split(":"))
+    day = time.localtime(now)
+    at = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, hour, minute, second, 0, 0, -1))
+    return min((at - 86400, at, at + 86400), key=lambda t: abs(t - now))
 
 
 def picked_up_line(progress: Progress) -> str | None:

@@ -27,10 +27,11 @@ from batchscale.training.signals import Stopped, stop_on_sigterm
 from batchscale.training.trial_lifecycle import TrialLeases, finished_trial
 
 WAIT_POLL_SECONDS = 5.0  # how often a pack looks again at trials another writer trains
+WAIT_REPEAT_SECONDS = 60.0  # how often it says again that it still waits (new deadline)
 
 
 def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
-             width: int | None = None) -> list[dict]:
+             width: int | None = None, lease_seconds: float | None = None) -> list[dict]:
     """Train (or re-use, or resume) every trial of a pack; return each trial's metadata,
     in the order given. Divergence is a status (INFEASIBLE), never an exception; a
     SIGTERM checkpoints the unfinished trials and raises ``Stopped``. ``width``: how many
@@ -39,11 +40,13 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
 
     A trial trains only under its lease (``trial_lifecycle.TrialLeases``): a trial another
     live writer is training is left to it, and re-used once it is finished (or taken over
-    once that writer's lease expires). ``store``: the study's store, which this module
-    hands on (to the lifecycle and the input pipeline) and never reads itself."""
+    once that writer's lease expires; ``lease_seconds``: how long a lease binds without
+    renewal, default ``store.leases.LEASE_SECONDS``). ``store``: the study's store, which
+    this module hands on (to the lifecycle and the input pipeline) and never reads itself."""
     results: dict[int, dict] = {}
     pending = list(trials)
-    leases = TrialLeases(store, spec, log)
+    leases = TrialLeases(store, spec, log, lease_seconds)
+    notice = WaitNotice(log)
     with stop_on_sigterm() as stop:
         try:
             while pending:
@@ -67,7 +70,7 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
                         leases.release(trial)
                 pending = waiting
                 if pending:
-                    _wait_for_others(pending, leases, log, stop)
+                    _wait_for_others(pending, leases, notice, stop)
         finally:
             leases.release_all()  # a stopped pack's trials are free for the next run at once
     return [results[trial.trial_id] for trial in trials]
@@ -77,18 +80,47 @@ def quiet(*_) -> None:
     """A log that says nothing (a second look at a trial already reported)."""
 
 
-def _wait_for_others(trials: list[TrialSpec], leases: TrialLeases, log, stop) -> None:
+class WaitNotice:
+    """What a pack says about the trials it waits for: one line per other writer, naming
+    its trials (``B/ID``), the writer and the time by which its lease is taken over at
+    the latest (``lease: trials 16/1, 16/2 wait on another writer (HOST:PID:ID); taken
+    over by 14:05:09 unless it renews its lease``; ``run --local``'s console reads it).
+    Said when the trials or writers waited for change, and again every
+    ``WAIT_REPEAT_SECONDS`` while they do not (a live writer's renewals move the time)."""
+
+    def __init__(self, log):
+        self.log, self.said, self.at = log, None, -WAIT_REPEAT_SECONDS
+
+    def say(self, holdings: list) -> None:
+        """``holdings``: (trial, ``store.leases.Holding`` of another writer) pairs."""
+        by_owner: dict[str, list] = {}
+        for trial, holding in holdings:
+            by_owner.setdefault(holding.owner, []).append((f"{trial.batch_size}/{trial.trial_id}",
+                                                           holding.until))
+        said = sorted((owner, [name for name, _ in waits]) for owner, waits in by_owner.items())
+        if said == self.said and time.monotonic() - self.at < WAIT_REPEAT_SECONDS:
+            return
+        self.said, self.at = said, time.monotonic()
+        for owner, waits in by_owner.items():
+            until = time.strftime("%H:%M:%S", time.localtime(max(u for _, u in waits)))
+            many = len(waits) > 1
+            self.log(f"lease: trial{'s' if many else ''} {', '.join(n for n, _ in waits)} "
+                     f"wait{'' if many else 's'} on another writer ({owner}); "
+                     f"taken over by {until} unless it renews its lease")
+
+
+def _wait_for_others(trials: list[TrialSpec], leases: TrialLeases, notice: WaitNotice,
+                     stop) -> None:
     """Wait while other writers hold these trials' leases (until one is given back or
-    expires, or a stop is requested)."""
-    holders = sorted({leases.holder(t) or "?" for t in trials})
-    log(f"{len(trials)} trial(s) of this pack are being trained by another writer "
-        f"({', '.join(holders)}); waiting for them")
+    expires, or a stop is requested), saying so (``WaitNotice``)."""
     deadline = time.monotonic() + WAIT_POLL_SECONDS
-    while time.monotonic() < deadline:
+    while True:
         if stop.requested:
             raise Stopped(f"stopped while waiting for {len(trials)} trial(s) of another writer")
-        if any(leases.holder(t) is None for t in trials):
+        holdings = [(t, leases.holding(t)) for t in trials]
+        if any(h is None for _, h in holdings) or time.monotonic() >= deadline:
             return
+        notice.say(holdings)
         time.sleep(1.0)
 
 

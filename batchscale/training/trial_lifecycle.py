@@ -57,7 +57,7 @@ from batchscale.store.checkpoints import (
 )
 from batchscale.store.crossings import CrossingBoard, checked_board
 from batchscale.store.layout import StudyStore
-from batchscale.store.leases import Leases, lease_dir
+from batchscale.store.leases import LEASE_SECONDS, Holding, Leases, lease_dir
 from batchscale.training.keras_setup import hardware
 from batchscale.training.live_curves import TrialCurves
 from batchscale.training.stop_rule import trial_outcome
@@ -249,23 +249,26 @@ def finished_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, log,
 
 class TrialLeases:
     """A pack's leases on its trials (``batchscale.store.leases``): a trial trains only
-    under its lease, so two writers never train one trial at once."""
+    under its lease, so two writers never train one trial at once. ``lease_seconds``:
+    how long a lease binds without renewal (tests shorten it)."""
 
-    def __init__(self, store: StudyStore, spec: StudySpec, log):
-        self.leases, self.spec = Leases(store.fs, log), spec
+    def __init__(self, store: StudyStore, spec: StudySpec, log, lease_seconds: float | None = None):
+        self.leases = Leases(store.fs, log, lease_seconds or LEASE_SECONDS)
+        self.spec = spec
 
     def _dir(self, trial: TrialSpec) -> str:
         return lease_dir(self.spec.name, trial.batch_size, trial.trial_id)
 
     def acquire(self, trial: TrialSpec) -> bool:
-        return self.leases.acquire(self._dir(trial))
+        return self.leases.acquire(self._dir(trial), f"trial {trial.batch_size}/{trial.trial_id}")
 
     def holds(self, trial: TrialSpec) -> bool:
         return self._dir(trial) in self.leases.held
 
-    def holder(self, trial: TrialSpec) -> str | None:
-        """Who holds the trial's lease (None: nobody live)."""
-        return self.leases.holder(self._dir(trial))
+    def holding(self, trial: TrialSpec) -> Holding | None:
+        """Another live writer's lease on the trial and until when at the latest (None:
+        nobody else's binds)."""
+        return self.leases.holding(self._dir(trial))
 
     def release(self, trial: TrialSpec) -> None:
         self.leases.release(self._dir(trial))
