@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 
 from batchscale.core.goals import first_step_reaching
 from batchscale.core.rounds import SearchRound
@@ -40,6 +41,7 @@ from batchscale.search.packs import split_trials
 from batchscale.search.trials import batch_trials, make_trials
 from batchscale.store.crossings import recorded_rows
 from batchscale.store.layout import StudyStore
+from batchscale.store.trial_files import TrialDamage, check_trial
 
 
 def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
@@ -49,13 +51,14 @@ def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
         store.register_study(spec, log)
     packs: list[PackSpec] = []
     for batch_size in spec.batch_sizes:
-        checked = checked_rounds(spec, store, batch_size, results_at, log)
+        checked = checked_rounds(spec, store, batch_size, partial(results_at, log=log), log)
         rounds, metadata = checked.rounds, checked.metadata
         trials = batch_trials(spec, batch_size, rounds)
         budget = spec.max_steps[batch_size]
         todo = [t.trial_id for t in trials if not is_finished(metadata[t.trial_id], budget)]
         if not todo and not checked.held and stage > rounds[-1].round and stage <= spec.max_rounds:
-            added = next_round(spec, rounds, _results(spec, store, trials, metadata), stage)
+            results = _results(spec, store, trials, metadata, log)
+            added = None if results is None else next_round(spec, rounds, results, stage)
             if added is not None:
                 added = replace(added, planned_with=planned_with(spec, batch_size))
                 _check_trained(spec, store, batch_size, added)
@@ -92,29 +95,54 @@ def planned_trials(spec: StudySpec, store: StudyStore) -> list[TrialSpec]:
 
 
 def _results(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
-             metadata: dict[int, dict | None]) -> list[TrialResult]:
-    out = []
+             metadata: dict[int, dict | None], log=print) -> list[TrialResult] | None:
+    """What ``next_round`` needs of each finished trial, its files read through the
+    store's one integrity check (``store.trial_files.check_trial``, the report's too).
+    None when a trial's files cannot be believed: one line names each such file, and the
+    batch size gets no round until it is repaired. A round decided without that trial
+    could differ from the one decided with it, and a recorded round is never changed; the
+    report leaves the same trial out."""
+    out, damaged = [], []
     for trial in trials:
-        diverged = (metadata[trial.trial_id] or {}).get("status") == "INFEASIBLE"
-        rows = [] if diverged else store.read_measurements(spec, trial)
+        read = check_trial(store.fs, store.trial_dir(spec, trial), None, trial.batch_size,
+                           trial.trial_id)
+        if isinstance(read, TrialDamage):
+            damaged.append(read)
+            log(_left_out_line(trial, store.url(read.path), read.problem))
+            continue
+        meta, table = read if read is not None else (metadata[trial.trial_id], None)
+        diverged = (meta or {}).get("status") == "INFEASIBLE"
+        rows = [] if diverged or table is None else table.to_dict("records")
         out.append(trial_result(spec, trial, diverged, rows))
-    return out
+    return None if damaged else out
+
+
+def _left_out_line(trial: TrialSpec, url: str, problem: str) -> str:
+    """The one line that says a trial's files cannot be believed, for planning."""
+    return (f"batch size {trial.batch_size}: {url} {problem}; the round planner leaves trial "
+            f"{trial.batch_size}/{trial.trial_id} out and adds no round to batch size "
+            f"{trial.batch_size} until it is repaired (delete the trial's folder and run the "
+            "same study again)")
 
 
 def results_at(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
-               metadata: dict[int, dict | None], budget: int) -> list[TrialResult] | None:
+               metadata: dict[int, dict | None], budget: int,
+               log=print) -> list[TrialResult] | None:
     """What ``next_round`` saw of ``trials`` (all finished) when it planned under ``budget``
     (``derivation.checked_rounds``): the planner's own reading when none ran past that
     budget; else each trial's verified rows up to it, diverged only if it diverged by then
-    (a budget raised since continued some). None: some rows cannot be read as written."""
+    (a budget raised since continued some). None: some rows cannot be read as written
+    (``log`` gets one line naming each such file)."""
     if all(_number((metadata[t.trial_id] or {}).get("max_steps")) <= budget for t in trials):
-        return _results(spec, store, trials, metadata)
+        return _results(spec, store, trials, metadata, log)
     out = []
     for trial in trials:
         meta = metadata[trial.trial_id] or {}
         diverged = meta.get("status") == "INFEASIBLE" and _number(meta.get("steps")) <= budget
-        rows, _ = recorded_rows(store.fs, store.trial_dir(spec, trial), meta)
+        rows, why = recorded_rows(store.fs, store.trial_dir(spec, trial), meta)
         if rows is None:
+            log(_left_out_line(trial, store.url(f"{store.trial_dir(spec, trial)}/"
+                                                       "measurements.csv"), why))
             return None
         rows = [] if diverged else [row for row in rows if row["step"] <= budget]
         out.append(trial_result(spec, trial, diverged, rows))

@@ -36,13 +36,8 @@ from batchscale.core.goals import first_step_reaching
 from batchscale.core.spec import StudySpec
 from batchscale.store.filesystem import Storage
 from batchscale.store.json_files import read_json_object
-from batchscale.store.layout import (
-    StudyStore,
-    is_measurements_record,
-    measurements_mismatch,
-    measurements_problem,
-    parse_measurements,
-)
+from batchscale.store.layout import StudyStore
+from batchscale.store.trial_files import METADATA, TrialDamage, check_trial
 
 POLL_SECONDS = 10.0  # how often a pack lists the crossings that others published
 _NAME = re.compile(r"^g(\d+)-s(\d+)-t(\d+)$")
@@ -152,23 +147,17 @@ def crossing_problem(store: StudyStore, spec: StudySpec, batch_size: int, goal: 
 
 
 def recorded_rows(fs: Storage, folder: str, meta: dict) -> tuple[list[dict] | None, str | None]:
-    """A finished trial's measurement rows, only if its measurements.csv is byte for byte
-    what its metadata.json's ``measurements`` record says was written (None and why not
-    otherwise: missing, truncated or altered; without a record, as a study written before
-    it, only if it looks whole, ``measurements_problem``). The study reader's check
-    (``analysis.reading.study_files``), at the store's level."""
-    record = meta.get("measurements")
-    try:
-        data = fs.read_bytes(f"{folder}/measurements.csv")
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+    """A finished trial's measurement rows, only if its files pass the store's one
+    integrity check (``trial_files.check_trial``, the study reader's and the round
+    planner's): its measurements.csv byte for byte what its metadata.json's
+    ``measurements`` record says was written, or without a record (a study written before
+    it) a whole-looking file. None and why not otherwise. ``meta``: its metadata.json as
+    the caller read it (the check reads it again, with the file)."""
+    read = check_trial(fs, folder)
+    if isinstance(read, TrialDamage):
+        if read.path.endswith(f"/{METADATA}"):
+            return None, f"cannot be believed: its {METADATA} {read.problem}"
+        return None, read.problem
+    if read is None or read[1] is None:
         return None, "is missing"
-    if is_measurements_record(record):
-        why = measurements_mismatch(data, record)
-    else:  # written before the record: it must at least look whole
-        try:
-            why = measurements_problem(data.decode("utf-8"))
-        except UnicodeDecodeError:
-            why = "is not UTF-8 text"
-    if why is not None:
-        return None, why
-    return parse_measurements(data.decode("utf-8")).to_dict("records"), None
+    return read[1].to_dict("records"), None

@@ -166,7 +166,10 @@ class StudyStore:
         return measurements_record(data)
 
     def read_measurements(self, spec: StudySpec, trial: TrialSpec) -> list[dict]:
-        """One trial's rows as ``write_measurements`` takes them (``[]`` before its first)."""
+        """One trial's rows as ``write_measurements`` takes them (``[]`` before its first),
+        as written, unchecked: the rows a pack just wrote (its summary). A reader that
+        decides from a finished trial's rows reads them through the one integrity check,
+        ``batchscale.store.trial_files.check_trial`` (the report and the round planner)."""
         path = f"{self.trial_dir(spec, trial)}/measurements.csv"
         if not self.fs.exists(path):
             return []

@@ -13,7 +13,11 @@ older. A record: ``batch_size``, ``devices``, ``seconds_per_step`` (training ste
 no compilation, no evaluation), ``steps`` timed, ``precision``, ``device_kind`` (JAX's
 name for the device: ``cpu``, ``NVIDIA H100 80GB HBM3``), ``preset`` (the placement
 preset, ``local`` on one machine), ``cpu_cores``, ``measured`` (ISO time) and ``source``
-(``probe``). Damaged files read as absent, never as truth (``json_files.read_json_object``).
+(``probe``). A file that is not a JSON object, or whose record is outside the physical
+bounds of a step time (``batchscale.core.step_time_bounds.probe_problem``: seconds per step
+finite, from 1e-7 s to one day; steps, batch size and devices integers >= 1), is never
+believed: ``check_step_times`` names it with what is wrong, and every reader leaves it
+out (the next probe of its key replaces it).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 
+from batchscale.core.step_time_bounds import probe_problem
 from batchscale.store.json_files import read_json_object
 from batchscale.store.storage_api import Storage
 
@@ -36,15 +41,38 @@ def record_name(record: dict) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".json"
 
 
-def read_step_times(fs: Storage, study: str) -> list[dict]:
-    """The probe records of ``study`` (its folder name under the store root); [] if none."""
-    out = []
-    for name in sorted(fs.list_files(f"{study}/{STEP_TIMES}")):
-        if name.endswith(".json"):
-            value, _ = read_json_object(fs, f"{study}/{STEP_TIMES}/{name.rsplit('/', 1)[-1]}")
-            if value is not None:
-                out.append(value)
-    return sorted(out, key=lambda r: (_number(r.get("batch_size")), _number(r.get("devices"))))
+def check_step_times(fs: Storage, study: str) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The probe records of ``study`` (its folder name under the store root) that can be
+    believed, sorted by batch size and devices, and (path, problem) of each file that
+    cannot (paths relative to the store root)."""
+    folder = f"{study}/{STEP_TIMES}" if study else STEP_TIMES  # "": ``fs`` is the study's folder
+    out, rejected = [], []
+    for name in sorted(fs.list_files(folder)):
+        if not name.endswith(".json"):
+            continue
+        path = f"{folder}/{name.rsplit('/', 1)[-1]}"
+        value, problem = read_json_object(fs, path)
+        problem = problem or probe_problem(value)
+        if problem:
+            rejected.append((path, problem))
+        else:
+            out.append(value)
+    return sorted(out, key=lambda r: (_number(r.get("batch_size")), _number(r.get("devices")))), rejected
+
+
+def read_step_times(fs: Storage, study: str, log=None) -> list[dict]:
+    """The probe records of ``study`` that can be believed; [] if none. ``log``: gets one
+    line per file left out, naming it and what is wrong."""
+    records, rejected = check_step_times(fs, study)
+    for path, problem in rejected:
+        if log is not None:
+            log(rejected_line(fs.url(path), problem))
+    return records
+
+
+def rejected_line(url: str, problem: str) -> str:
+    """The one line that names a step-time probe file left out."""
+    return f"step-time probe {url} {problem}; left out (its next probe replaces it)"
 
 
 def _number(value) -> float:
@@ -55,7 +83,13 @@ def _number(value) -> float:
 
 
 def write_step_times(fs: Storage, study: str, records: list[dict]) -> None:
-    """Write each record to its own file (a newer one of the same key replaces it)."""
+    """Write each record to its own file (a newer one of the same key replaces it). A
+    record the readers would leave out (``probe_problem``) is refused, before any write."""
+    for record in records:
+        problem = probe_problem(record)
+        if problem:
+            raise ValueError(f"step-time record of batch size {record.get('batch_size')} "
+                             f"{problem}; nothing written")
     for record in records:
         fs.write_text(f"{study}/{STEP_TIMES}/{record_name(record)}", json.dumps(record, indent=2))
 

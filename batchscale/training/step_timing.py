@@ -11,7 +11,10 @@ of a spec the same way before any sweep. On a pod with several devices, where a 
 spreads its batch over all of them, the pack also times its batch size on every device
 count that divides it (``profile_devices``): the profile over device counts that says
 where more devices stop saving time. Records go to ``<study>/profile/step_times/``
-(``batchscale.store.profiles``), where the report's step-time profile reads them.
+(``batchscale.store.profiles``), where the report's step-time profile reads them. A record
+outside the physical bounds of a step time (``batchscale.core.step_time_bounds``) is never
+written, and one already in the store is named and probed again (``read_step_times``
+leaves it out, so the pack's check finds no record of its key).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from batchscale.core.names import OPTIMIZER_DEFAULTS
 from batchscale.core.spec import StudySpec
+from batchscale.core.step_time_bounds import probe_problem
 
 TIME_SECONDS = 2.0  # a probe trains at most about this long per batch size ...
 TIME_MIN_STEPS = 30  # ... and at least this many steps (after a warm-up chunk) ...
@@ -107,10 +111,21 @@ def time_steps(spec: StudySpec, pipeline, batch_sizes, log=print) -> list[dict]:
             record = {"batch_size": int(batch_size), "seconds_per_step": seconds / steps,
                       "steps": steps, "precision": spec.workload.precision, **hardware(1),
                       "measured": now_iso(), "source": "probe"}
-            log(f"step time at batch size {batch_size}: "
-                f"{1000 * record['seconds_per_step']:.3g} ms ({steps} steps timed)")
-            records.append(record)
+            if _believable(record, f"batch size {batch_size}", log):
+                log(f"step time at batch size {batch_size}: "
+                    f"{1000 * record['seconds_per_step']:.3g} ms ({steps} steps timed)")
+                records.append(record)
     return records
+
+
+def _believable(record: dict, where: str, log) -> bool:
+    """Whether a fresh probe record is within the physical bounds every reader applies
+    (``core.step_time_bounds``); one line says so when not, and it is not written (a
+    clock that jumped, say): the report then goes without it, and the next probe retries."""
+    problem = probe_problem(record)
+    if problem:
+        log(f"step-time probe at {where} {problem}; not written")
+    return problem is None
 
 
 def time_on_devices(spec: StudySpec, pipeline, batch_size: int, devices: int, log=print) -> dict:
@@ -165,6 +180,9 @@ def time_on_devices(spec: StudySpec, pipeline, batch_size: int, devices: int, lo
     record = {"batch_size": int(batch_size), "seconds_per_step": seconds / steps, "steps": steps,
               "precision": spec.workload.precision, **hardware(devices), "measured": now_iso(),
               "source": "probe"}
+    problem = probe_problem(record)
+    if problem:  # profile_devices logs it in one line; nothing is written
+        raise ValueError(f"the record {problem}; not written")
     log(f"step time at batch size {batch_size} over {devices} device(s): "
         f"{1000 * record['seconds_per_step']:.3g} ms ({steps} steps timed)")
     return record
@@ -191,7 +209,7 @@ def profile_devices(spec: StudySpec, store, pipeline, batch_size: int, trained_o
         return []
     kind = hardware(1)["device_kind"]
     known = {(r.get("batch_size"), r.get("devices"), r.get("device_kind"), r.get("precision"))
-             for r in read_step_times(store.fs, spec.name)}
+             for r in read_step_times(store.fs, spec.name, log)}
     counts = [d for d in range(1, available + 1) if batch_size % d == 0
               and (batch_size, d, kind, spec.workload.precision) not in known]
     if trained_on < 2:
@@ -219,7 +237,7 @@ def profile_pack(spec: StudySpec, store, pipeline, batch_size: int, width: int, 
     if width <= 1:
         return []  # every trial timed itself
     kind = hardware(1)["device_kind"]
-    for record in read_step_times(store.fs, spec.name):
+    for record in read_step_times(store.fs, spec.name, log):
         if (record.get("batch_size"), record.get("devices"), record.get("device_kind"),
                 record.get("precision")) == (batch_size, 1, kind, spec.workload.precision):
             return []

@@ -8,7 +8,9 @@ depends on it is left out of the analysis and a ``Damage`` names the file, says 
 wrong and what was left out. Files without a record (the paper's released data, studies
 written before the record) are checked for what a whole file looks like
 (``layout.measurements_problem``): a cut inside the last number of such a file cannot be
-told from a whole one, which is what the record is for.
+told from a whole one, which is what the record is for. A trial's files are checked by the
+store's one integrity check (``batchscale.store.trial_files``), the same the round planner
+applies, so the report and the planner never disagree about which trials count.
 """
 
 from __future__ import annotations
@@ -17,19 +19,15 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from batchscale.core.names import DONE_STATUSES, STATUSES
 from batchscale.core.spec import SpecError, StudySpec
+from batchscale.core.step_time_bounds import TIMING_KEYS, trial_timing_problem
 from batchscale.store.checkpoints import CHECKPOINTS_DIR
 from batchscale.store.event_files import TENSORBOARD_DIR
 from batchscale.store.filesystem import Storage
 from batchscale.store.json_files import read_json_object
-from batchscale.store.layout import (
-    is_measurements_record,
-    measurements_mismatch,
-    measurements_problem,
-    parse_measurements,
-)
 from batchscale.store.leases import LEASES_DIR
+from batchscale.store.profiles import check_step_times
+from batchscale.store.trial_files import TrialDamage, check_trial
 from batchscale.validation import parse_spec
 
 MAX_WORKLOAD_DEPTH = 5  # how far below a location to look for batch-size folders
@@ -61,79 +59,42 @@ class Damage:
         return {**asdict(self), "message": self.message}
 
 
-def metadata_problem(metadata: dict) -> str | None:
-    """What makes a parsed metadata.json unusable (a status, trial id or parameters that
-    are not what the paper's layout holds), or None."""
-    status = metadata.get("status", "INCOMPLETE")
-    if status not in STATUSES:
-        return f"has status {str(status)[:40]!r}, not one of {', '.join(STATUSES)}"
-    if not isinstance(metadata.get("parameters") or {}, dict):
-        return "has parameters that are not a JSON object"
-    try:
-        int(metadata.get("trial_id", 0))
-    except (TypeError, ValueError):
-        return f"has trial_id {str(metadata.get('trial_id'))[:40]!r}, not an integer"
-    return None
-
-
 def read_trial(fs: Storage, base: str, present: set[str], batch_size: int,
                trial_id: int) -> tuple[dict, pd.DataFrame | None] | Damage | None:
     """Trial folder ``base``'s metadata and measurements (None: not started, no files);
-    a ``Damage`` when its files cannot be believed. ``present``: the files that exist
-    (paths as ``base``), listed once for the whole workload."""
-    meta_path, csv_path = f"{base}/metadata.json", f"{base}/measurements.csv"
-
-    def damage(path: str, problem: str) -> Damage:
-        return Damage(fs.url(path), problem, f"trial {batch_size}/{trial_id} left out",
+    a ``Damage`` when its files cannot be believed, by the store's one integrity check
+    (``batchscale.store.trial_files.check_trial``, which the round planner applies too).
+    ``present``: the files that exist (paths as ``base``), listed once for the whole
+    workload."""
+    read = check_trial(fs, base, present, batch_size, trial_id)
+    if isinstance(read, TrialDamage):
+        return Damage(fs.url(read.path), read.problem, f"trial {batch_size}/{trial_id} left out",
                       batch_size, trial_id)
-
-    if meta_path not in present:
-        if csv_path in present:  # the trainers write metadata.json first
-            return damage(meta_path, "is missing (its measurements.csv is there)")
-        return None
-    metadata, problem = read_json_object(fs, meta_path)
-    problem = problem or metadata_problem(metadata) or _elsewhere(metadata, batch_size, trial_id)
-    if problem:
-        return damage(meta_path, problem)
-    record = metadata.get("measurements")
-    if record is not None and not is_measurements_record(record):
-        return damage(meta_path, "has a malformed measurements record (want rows and sha256)")
-    if csv_path not in present:
-        if record is not None or metadata.get("status", "INCOMPLETE") in DONE_STATUSES:
-            return damage(csv_path, f"is missing (the trial is {metadata.get('status')})")
-        return metadata, None  # started, not evaluated yet
-    try:
-        data = fs.read_bytes(csv_path)
-    except FileNotFoundError:
-        return damage(csv_path, "is missing (removed while being read)")
-    except (PermissionError, IsADirectoryError) as err:
-        return damage(csv_path, f"could not be read ({err.strerror or err})")
-    problem = measurements_mismatch(data, record) if record is not None else None
-    if problem:
-        return damage(csv_path, problem)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return damage(csv_path, "is not UTF-8 text")
-    problem = measurements_problem(text) if record is None else None
-    if problem:
-        return damage(csv_path, problem)
-    return metadata, parse_measurements(text)
+    return read
 
 
-def _elsewhere(metadata: dict, batch_size: int, trial_id: int) -> str | None:
-    """A metadata.json that names another trial than the folder it sits in (a trial's
-    folder copied to another id): two rows would claim one trial. None when it agrees
-    (or names none, as the paper's files may not)."""
-    for key, folder in (("trial_id", trial_id), ("batch_size", batch_size)):
-        try:
-            named = int(metadata.get(key, folder))
-        except (TypeError, ValueError):
-            return f"has {key} {str(metadata.get(key))[:40]!r}, not an integer"
-        if named != folder:
-            return (f"has {key} {named} but sits in the folder of {key} {folder} "
-                    "(copied from another trial?)")
-    return None
+def believed_timing(fs: Storage, base: str, trial: dict, batch_size: int, trial_id: int,
+                     damaged: list[Damage]) -> dict:
+    """``trial``'s metadata, without its timings (``TIMING_KEYS``) when they are outside the
+    physical bounds of a step time (``core.step_time_bounds``): the file is named in
+    ``damaged``, and only its timing is left out (its measurements still count)."""
+    problem = trial_timing_problem(trial, batch_size)
+    if problem is None:
+        return trial
+    damaged.append(Damage(fs.url(f"{base}/metadata.json"), problem,
+                          f"trial {batch_size}/{trial_id}'s timing left out of the step-time "
+                          "profile (time and cost to result); its measurements still count"))
+    return {k: v for k, v in trial.items() if k not in TIMING_KEYS}
+
+
+def read_probes(fs: Storage, damaged: list[Damage]) -> list[dict]:
+    """Our study's step-time probe records that can be believed (``fs``: the study's
+    folder); each file that cannot is named in ``damaged``."""
+    records, rejected = check_step_times(fs, "")
+    for path, problem in rejected:
+        damaged.append(Damage(fs.url(path), problem, "left out of the step-time profile (time "
+                              "and cost to result); the next probe of its key replaces it"))
+    return records
 
 
 def damaged_trials(damaged: list[Damage]) -> set[tuple[int, int | None]]:

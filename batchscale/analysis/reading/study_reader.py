@@ -17,7 +17,10 @@ This is the one reader of a study's folders: the report, compare, the results AP
 Damaged files are never believed (``batchscale.analysis.reading.study_files``): a trial whose
 metadata.json or measurements.csv is missing, unreadable or not what was written, a
 batch-size folder without a readable study.json, and for our studies a listed batch size
-without one, are left out and listed in ``Study.damaged``, each naming its file.
+without one, are left out and listed in ``Study.damaged``, each naming its file. So are
+step times outside physical bounds (``batchscale.core.step_time_bounds``): a trial's
+timings in its metadata.json (only the timing is left out) and our study's step-time
+probe files (``Study.step_times`` holds the believed ones).
 
 Conventions are the paper's released analysis code's: only COMPLETE trials count by
 default; ``num_trials=N`` keeps the N lowest trial ids among the counted statuses at each
@@ -34,9 +37,11 @@ import pandas as pd
 from batchscale.analysis.reading.censoring import refuse_unmeasurable, study_json_goals
 from batchscale.analysis.reading.study_files import (
     Damage,
+    believed_timing,
     find_workload,
     join,
     list_workload,
+    read_probes,
     read_spec,
     read_trial,
 )
@@ -68,7 +73,9 @@ class Study:
     plain values (batch_size, trial_id, then status, steps, wall_time, stop_reason, ...;
     dicts such as parameters left out), kept apart so that only metaparameters are extra
     columns of ``trials``. ``counted`` are the statuses that can reach a goal.
-    ``damaged``: the files that could not be read or believed, and what was left out."""
+    ``damaged``: the files that could not be read or believed, and what was left out.
+    ``step_times``: our study's step-time probe records that can be believed
+    (``batchscale.store.profiles``; None: not read, the paper's layout)."""
 
     name: str
     location: str
@@ -85,6 +92,7 @@ class Study:
     counted: tuple[str, ...] = ("COMPLETE",)
     train_examples: int | None = None
     damaged: list[Damage] = field(default_factory=list)
+    step_times: list[dict] | None = None
 
     @property
     def title(self) -> str:
@@ -141,6 +149,7 @@ def load_study(location: str, goals=None, num_trials: int | None = None,
         workload_path = find_workload(fs, location)
         name = "/".join(fs.url(workload_path).rstrip("/").split("/")[-3:])
     study_json, trials, measurements, metadata = _read_workload(fs, workload_path, spec, damaged)
+    probes = read_probes(fs, damaged) if spec is not None else None
     if not study_json:
         where = fs.url(workload_path)
         if damaged:
@@ -163,7 +172,7 @@ def load_study(location: str, goals=None, num_trials: int | None = None,
                  layout="batchscale" if spec else "paper", goals=goal_list, trials=trials,
                  measurements=measurements, metadata=metadata, study_json=study_json, spec=spec,
                  counted=tuple(statuses), train_examples=_train_examples(spec),
-                 damaged=damaged)
+                 damaged=damaged, step_times=probes)
     if goals:  # a goal the protocol stopped the trials short of is refused, not "not reached"
         refuse_unmeasurable(study)
     return study
@@ -208,6 +217,7 @@ def _read_workload(fs: Storage, workload: str, spec: StudySpec | None, damaged: 
                 continue  # damaged, or not started yet
             trial, table = read
             trial_id = int(trial.get("trial_id", trial_dir))
+            trial = believed_timing(fs, f"{batch_dir}/{trial_dir}", trial, key, trial_id, damaged)
             trial_rows.append({"batch_size": key, "trial_id": trial_id,
                                "status": trial.get("status", "INCOMPLETE"),
                                "steps": trial.get("steps"), **(trial.get("parameters") or {})})

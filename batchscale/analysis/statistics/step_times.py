@@ -12,7 +12,9 @@ Only a *solo* trial's timing is a step time: one that trained alone
 ``pack_size`` 1). A vmapped pack shares each compiled step among its trials, so its
 ``train_seconds`` / ``steps`` is the pack's step, not one trial's; it is shown, divided
 by the trials sharing it, only where nothing else is known, and never used for time to
-result. Timings of fewer than ``MIN_STEPS`` steps are left out (warm-up dominates them).
+result. Timings of fewer than ``MIN_STEPS`` steps are left out (warm-up dominates them),
+and so is every step time outside physical bounds (``batchscale.core.step_time_bounds``:
+finite, from 1e-7 s to one day), of a trial or a probe: the study reader names its file.
 
 Per (batch size, devices) the step time is the median of at least ``MIN_TIMINGS`` solo
 timings (source "trials"); with fewer, the probe record when there is one ("probe"), else
@@ -35,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from batchscale.core.prices import LOCAL_PRESET
+from batchscale.core.step_time_bounds import MAX_SECONDS_PER_STEP, MIN_SECONDS_PER_STEP, probe_problem
 from batchscale.store.filesystem import open_root
 from batchscale.store.profiles import read_plan, read_step_times
 
@@ -82,7 +85,11 @@ def study_folder(study) -> tuple[str, str] | None:
 
 
 def read_probes(study) -> list[dict]:
-    """The study's step-time probe records ([] for the paper's data or without any)."""
+    """The study's step-time probe records that can be believed ([] for the paper's data or
+    without any): those the study reader kept (``Study.step_times``; the others are in
+    ``Study.damaged``), else read through the same check."""
+    if getattr(study, "step_times", None) is not None:
+        return list(study.step_times)
     where = study_folder(study)
     return read_step_times(open_root(where[0]), where[1]) if where else []
 
@@ -108,7 +115,8 @@ def _number(frame: pd.DataFrame, name: str) -> pd.Series:
 def trial_timings(metadata: pd.DataFrame) -> pd.DataFrame:
     """One row per trial: batch_size, trial_id, steps, train_seconds, seconds_per_step
     (train_seconds / steps), solo (bool), together (trials sharing each step, NaN when
-    unknown), usable (>= MIN_STEPS steps, train_seconds > 0), devices, precision,
+    unknown), usable (>= MIN_STEPS steps, train_seconds > 0, a step time within the
+    physical bounds of ``core.step_time_bounds``), devices, precision,
     device_kind, preset, cpu_cores; the fallbacks of old stores applied."""
     meta = metadata.reset_index(drop=True)
     steps = _number(meta, "steps")
@@ -117,6 +125,9 @@ def trial_timings(metadata: pd.DataFrame) -> pd.DataFrame:
     eps = _number(meta, "examples_per_second")
     derived = (steps * batch / eps.where(eps > 0)).where(lambda s: np.isfinite(s))
     train = train.fillna(derived)
+    per_step = train / steps.where(steps > 0)
+    # the physical bounds of a step time (core.step_time_bounds), the study reader's too
+    bounded = per_step.between(MIN_SECONDS_PER_STEP, MAX_SECONDS_PER_STEP)
     together = _number(meta, "trained_together")
     pack = _number(meta, "pack_size")
     trainer = _column(meta, "trainer", "").astype(str)
@@ -126,9 +137,9 @@ def trial_timings(metadata: pd.DataFrame) -> pd.DataFrame:
     devices = _number(meta, "devices").fillna(_number(meta, "replicas")).fillna(1.0)
     out = pd.DataFrame({
         "batch_size": batch.astype(int), "trial_id": _number(meta, "trial_id"),
-        "steps": steps, "train_seconds": train, "seconds_per_step": train / steps.where(steps > 0),
+        "steps": steps, "train_seconds": train, "seconds_per_step": per_step,
         "solo": solo.astype(bool), "together": together,
-        "usable": ((steps >= MIN_STEPS) & (train > 0)).astype(bool),
+        "usable": ((steps >= MIN_STEPS) & (train > 0) & bounded).astype(bool),
         "devices": devices.clip(lower=1).astype(int),
         "precision": _column(meta, "precision", "").astype(str),
         "device_kind": _column(meta, "device_kind", "").astype(str),
@@ -145,14 +156,14 @@ def _mode(values: pd.Series, default=""):
 def _pick_probe(records: list[dict], batch_size: int, devices: int, kind: str,
                 precision: str) -> dict | None:
     """The newest probe of (batch size, devices) on ``kind`` (any kind when none is
-    known) with a positive seconds_per_step; the study's precision preferred."""
+    known) within the physical bounds of a probe (``core.step_time_bounds``); the study's
+    precision preferred."""
     def ok(r):
         try:
-            seconds = float(r.get("seconds_per_step") or 0)
             same = int(r.get("batch_size")) == batch_size and int(r.get("devices") or 1) == devices
         except (TypeError, ValueError):
             return False
-        return same and seconds > 0 and math.isfinite(seconds) and (
+        return same and probe_problem(r) is None and (
             not kind or str(r.get("device_kind", "")) == kind)
     found = [r for r in records if ok(r)]
     if precision:
