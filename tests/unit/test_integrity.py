@@ -22,6 +22,7 @@ from batchscale.analysis.statistics.regimes import fit_regimes
 from batchscale.analysis.statistics.steps import crossings, steps_to_result
 from batchscale.cli.analysis import EXIT_DAMAGED, print_damaged
 from batchscale.cli.main import main
+from batchscale.core.spec import TrialSpec
 from batchscale.search.trials import make_trials
 from batchscale.store.layout import StudyStore
 from batchscale.training.trial_lifecycle import finish_trial
@@ -161,6 +162,28 @@ def test_a_listed_batch_size_without_a_folder_is_named(pristine, tmp_path):
     assert DAMAGED_BATCH not in per_batch
     assert damaged == [store.url(f"{spec.name}/{_workload(spec)}/{DAMAGED_BATCH}/study.json")]
 
+
+
+def test_a_trial_folder_outside_the_studys_rounds_is_named_and_left_out(pristine, tmp_path):
+    """A finished trial whose id its batch size's rounds do not hold (a folder copied in
+    under a new id, or trained by an older run from a forged round) would lower steps to
+    result silently (50 steps where batch size 32's best is 200): it is named as damage
+    and the numbers stay the study's own."""
+    spec, files, before = pristine
+    store = StudyStore(str(tmp_path))
+    for name, data in files.items():
+        store.fs.write_bytes(name, data)
+    stray = TrialSpec(spec.name, 32, 7, make_trials(spec)[0].parameters)
+    rows = _rows(50)
+    finish_trial(store, spec, stray, {"trial_id": 7, "batch_size": 32,
+                                      "parameters": stray.parameters, "status": "INCOMPLETE"},
+                 rows, ("COMPLETE", "goal"), rows[-1]["step"], 4000, 1.0, 1.0, log=lambda *_: None)
+    after, damaged = numbers(store.url(spec.name))
+    metadata = store.url(f"{spec.name}/{_workload(spec)}/32/7/metadata.json")
+    assert after == before[0] and damaged == [metadata]
+    assert load_study(store.url(spec.name)).damaged[0].message == (
+        f"{metadata} is trial 7, not one of the trials its batch size's search rounds hold "
+        "(1–2); trial 32/7 left out")
 
 PAPER_DAMAGES = {
     "cut inside the last number": (lambda text: text.rstrip("\n")[:-1], "ends in the middle"),
