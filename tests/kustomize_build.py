@@ -3,7 +3,7 @@
 Two implementations are looked for: pykustomize (kustomize's Go library over FFI, a pip
 package; CI installs it) and ``kubectl kustomize`` (kubectl 1.21 and later embed kustomize
 v4+). Whichever are present are all used, so a test can also check that they agree. With
-neither, the caller fails with a message saying how to get one.
+neither, the test skips (fails in CI: tests/system_tools.py) saying how to get one.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 import yaml
 
-INSTALL_HINT = ("no kustomize v4+ found: install one with `.venv/bin/python -m pip install "
-                "--ignore-requires-python pykustomize==0.1.4` (as .ci/run does), or put kubectl "
-                ">= 1.21 on PATH")
+from tests.system_tools import missing
+
+WHAT = "a kustomize v4+ (pykustomize in the venv, or kubectl >= 1.21 on PATH)"
+INSTALL_HINT = ("`.venv/bin/python -m pip install --ignore-requires-python pykustomize==0.1.4` "
+                "(its metadata asks for Python 3.14; it runs on 3.10+), or put kubectl >= 1.21 on PATH")
 
 
 def _pykustomize() -> tuple[str, Callable[[Path], str]] | None:
@@ -82,6 +83,6 @@ def kustomize_builds(path: str | Path) -> dict[str, list[dict]]:
     """Implementation name -> the objects ``kustomize build PATH`` emits, parsed."""
     impls = implementations()
     if not impls:
-        pytest.fail(INSTALL_HINT, pytrace=False)
+        missing(WHAT, INSTALL_HINT)
     return {name: [doc for doc in yaml.safe_load_all(build(Path(path))) if doc]
             for name, build in impls.items()}

@@ -37,6 +37,7 @@ from batchscale.analysis.pages.compare_pages import (
     write_comparison,
 )
 from batchscale.analysis.reading.censoring import protocol_label, study_protocol
+from batchscale.analysis.reading.locations import private_root
 from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.statistics.censoring_notes import qualified_text
 from batchscale.analysis.statistics.comparison import ComparedStudy, Comparison
@@ -105,7 +106,8 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
                          f"result is {qualified_text(table)}")
         notes += [f"{label}: damaged file left out: {d.message}" for d in study.damaged]
         entry = ComparedStudy(label=label, study=name, name=study.name, location=study.location,
-                              title=study.title, goal=study_goal.label, batch_sizes=study.batch_sizes)
+                              title=study.title, goal=study_goal.label, batch_sizes=study.batch_sizes,
+                              private_root=private_root(study))
         if fit:
             entry.fit = fits[label] = fit_regimes(crossings(study, study_goal, split))
             if not entry.fit.fitted:

@@ -16,6 +16,7 @@ import pytest
 from batchscale.pipelines.placement import PRESETS
 from batchscale.pipelines.study import compile_pipeline
 from batchscale.validation import default_spec_dict, parse_spec
+from tests.system_tools import program
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +52,9 @@ def problems(text: str) -> list[str]:
 
 
 def _repository_files():
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+    git = program("git", what="git (the files checked are those `git ls-files` lists)",
+                  how="apt-get install git")
+    listed = subprocess.run([git, "ls-files", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     return [ROOT / name for name in listed if (ROOT / name).is_file()]
 

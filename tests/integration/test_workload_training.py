@@ -1,7 +1,8 @@
 """Every workload with defaults trains a few steps end to end, through its real input pipeline.
 
 Each data set is prepared by its real preparer (tfds data sets from tensorflow-datasets'
-mock data, which cannot download here; offline ones from their packages) into a
+mock data, which cannot download here; offline ones from their packages; Fashion-MNIST
+from Debian's IDX files, without which its workloads skip, or fail in CI) into a
 temporary store; then one trial of a spec that names only the workload (plus tiny sizes:
 a small crop for ImageNet-like data, short sentences for text) runs through
 ``run_trial``: the model family, task loss, optimizer, schedule, evaluation and metric
@@ -23,6 +24,7 @@ from batchscale.workloads import get_dataset
 from batchscale.workloads.defaults import WORKLOADS
 from batchscale.workloads.prepare import prepare_dataset
 from tests.mock_sources import C4_TINY, CORPUS, LM1B_TINY, mock_corpus, mock_open_images, prepare_text
+from tests.unit.test_fashion_mnist import debian_files
 
 tfds = pytest.importorskip("tensorflow_datasets")
 QUIET = lambda *_: None  # noqa: E731
@@ -44,6 +46,8 @@ def stores(tmp_path_factory):
                                               tmp_path_factory.mktemp("tfds"))
                 return made[name]
             store = StudyStore(str(root))
+            if name == "fashion_mnist":
+                debian_files()  # else it would download (tests/system_tools.py)
             if name == "open_images":
                 with mock_open_images(24):
                     prepare_dataset(store, name, log=QUIET)

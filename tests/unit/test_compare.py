@@ -14,6 +14,7 @@ import json
 import math
 import re
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -254,3 +255,47 @@ def test_fit_with_three_batch_sizes(tmp_path):
     assert steps(two, FM) == {2: None, 8: 100, 32: 100}  # trial 1 only: 0.09 at 400 is not < 0.09
     assert not two.studies[0].fit.fitted
     assert any("no regime fit" in n for n in two.notes)
+
+
+def _machine_paths(tmp_path) -> list[str]:
+    """Paths of this machine a written page must not name: the test's folder, the system's
+    temporary folder, the home directory, the working directory, the repository, Python."""
+    import os
+    import sys
+    import tempfile
+
+    repository = str(Path(__file__).resolve().parents[2])
+    paths = {str(tmp_path), tempfile.gettempdir(), os.path.expanduser("~"), os.getcwd(), repository,
+             sys.prefix, "/tmp/"}
+    return sorted(p for p in paths if p not in ("/", ""))
+
+
+def test_no_page_names_a_path_of_this_machine(tmp_path, capsys):
+    """report.html and compare.html (and their Markdown and JSON) of local stores, one of
+    them with a damaged file a note names, hold no absolute path of this machine; the
+    console, which serves this machine's user, says where the studies are."""
+    from batchscale.analysis.reading.study_reader import load_study
+    from batchscale.analysis.report import analyse, write_report
+    from batchscale.cli.main import main
+    from tests import report_store as qs
+    from tests.unit.test_censoring import WORKLOAD
+
+    one, two = qs.build(str(tmp_path / "store-one")), qs.build(str(tmp_path / "store-two"))
+    (Path(two) / WORKLOAD / "8" / "2" / "measurements.csv").write_text("step,val/x\n0,")
+    write_report(analyse(load_study(one), resamples=0))
+    out = tmp_path / "compare"
+    assert main(["compare", one, two, "--out", str(out)]) == 3  # the damaged file: exit 3
+    console = capsys.readouterr()
+    pages = {name: (tmp_path / "store-one" / "quickstart" / "report" / name).read_text()
+             for name in ("report.html", "summary.md", "summary.json")}
+    pages.update({name: (out / name).read_text() for name in ("compare.html", "compare.md", "compare.json")})
+    for name, text in pages.items():
+        text = re.sub(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+", "", text)  # figures: not text
+        for path in _machine_paths(tmp_path):
+            assert path not in text, (name, path)
+    shown = f"quickstart/{WORKLOAD}"  # within its store
+    assert f"quickstart [store-two]: classification_error&lt;0.08, <code>{shown}</code>" in pages[
+        "compare.html"]
+    assert f"{shown}/8/2/measurements.csv" in pages["compare.html"]
+    assert json.loads(pages["compare.json"])["studies"][1]["location"] == shown
+    assert f"{Path(two) / WORKLOAD}\n" in console.out  # the console: where it is

@@ -121,6 +121,15 @@ def test_readme_test_command_is_what_ci_runs():
     assert README_TEST_COMMAND in (line.strip() for line in ci), ".ci/run must run the README's test command"
 
 
+def test_the_scripts_the_readme_runs_exist():
+    """A command the README gives (``.venv/bin/python benchmarks/same_results.py a b``,
+    how to check that two runs on one machine agree) names a file of the repository."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    scripts = re.findall(r"\.venv/bin/python ([\w./-]+\.py)\b", readme)
+    assert "benchmarks/same_results.py" in scripts
+    assert [s for s in scripts if not (ROOT / s).is_file()] == []
+
+
 def test_docs_exist_and_are_linked_from_the_readme():
     docs = sorted((ROOT / "docs").glob("*.md"))
     assert docs, "docs/ holds the reference pages"

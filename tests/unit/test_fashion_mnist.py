@@ -23,18 +23,19 @@ from batchscale.workloads.fashion_mnist import (
     load_idx_folder,
 )
 from batchscale.workloads.prepare import prepare_dataset
+from tests.system_tools import missing
 from tests.unit.test_idx_files import idx_bytes
 
 STEMS = [stem for pair in IDX_FILES.values() for stem in pair]
 
 
 def debian_files() -> str:
-    """Debian's folder of the four files, or a skip (outside CI) that says what is missing."""
-    missing = [s for s in STEMS if not os.path.isfile(os.path.join(DEBIAN_FOLDER, s + ".gz"))]
-    if missing and not os.environ.get("CI"):
-        pytest.skip(f"dataset-fashion-mnist (Debian) is not installed: no {missing[0]}.gz in "
-                    f"{DEBIAN_FOLDER} (apt-get install dataset-fashion-mnist; CI installs it)")
-    assert not missing, "CI must install dataset-fashion-mnist (see .ci/run)"
+    """Debian's folder of the four files, or a skip (a failure in CI) that says what is
+    missing (tests/system_tools.py)."""
+    absent = [s for s in STEMS if not os.path.isfile(os.path.join(DEBIAN_FOLDER, s + ".gz"))]
+    if absent:
+        missing(f"Debian's dataset-fashion-mnist ({DEBIAN_FOLDER}/{absent[0]}.gz)",
+                "apt-get install dataset-fashion-mnist")
     return DEBIAN_FOLDER
 
 

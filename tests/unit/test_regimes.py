@@ -1,13 +1,16 @@
 """Scaling-regime fit: exact recovery, accuracy and CI coverage on synthetic studies, determinacy."""
 
+import functools
 import json
 import math
+import re
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from batchscale.analysis.statistics.intervals import number
 from batchscale.analysis.statistics.regimes import (
     ABOVE,
     BELOW,
@@ -224,3 +227,160 @@ def test_the_report_of_a_pure_power_law_study_warns_nothing(tmp_path):
     fit = next(iter(result.fits.values()))
     assert fit.fitted and fit.point[1] == math.inf
     assert "steps_to_result.svg" in result.figures
+
+
+# --- The notes never contradict the steps-to-result table --------------------------------
+
+def _efficiency(sizes, steps, i, j):
+    return math.log(steps[i] / steps[j]) / math.log(sizes[j] / sizes[i])
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def contradictions(note: str, sizes, steps, s_min: float) -> list[str]:
+    """What ``note`` says about the table (batch sizes ``sizes``, ascending, with their
+    steps to result ``steps``) that the table does not show. Written from the words of the
+    notes, not from the code that writes them."""
+    bad = []
+    same = lambda a, b: abs(a - b) <= 0.005 * max(abs(b), 1)  # noqa: E731 (3 significant digits)
+
+    def claim(words, holds):
+        if words in note and not holds:
+            bad.append(words)
+
+    top, bottom = _efficiency(sizes, steps, -2, -1), _efficiency(sizes, steps, 0, 1)
+    claim("larger batches would still save steps", steps[-1] < steps[-2])
+    claim("has not flattened by the largest batch size", steps[-1] < steps[-2])
+    claim("scaling is still near-perfect at the largest batch size", top >= 0.8)
+    claim("steps at the largest batch size", steps[-1] > 2 * s_min)  # "... more than twice S_min"
+    claim("steps at the smallest batch size", steps[0] <= 2 * s_min)  # "... within 2x of S_min"
+    claim("perfect scaling already ended before the smallest", bottom < 0.8)
+    claim("already flat at the smallest", min(steps[1:]) >= steps[0] / 1.1)
+    # numbers quoted from the table: "(B1: S1 steps, B2: S2)" and "batch size B took S steps"
+    table = dict(zip(sizes, steps))
+    for b1, s1, b2, s2 in re.findall(r"\((\d+): ([\d.,]+) steps, (\d+): ([\d.,]+)\)", note):
+        for b, s in ((b1, s1), (b2, s2)):
+            if not same(_num(s), table.get(int(b), math.nan)):
+                bad.append(f"batch size {b}: {s} steps")
+        eff = _efficiency(sizes, steps, sizes.index(int(b1)), sizes.index(int(b2)))
+        claim("did not fall at the largest", _num(s2) >= _num(s1))
+        claim("does not show near-perfect scaling", eff < 0.8)
+        claim("shows near-perfect scaling", eff >= 0.8)
+    for b, s, pct in re.findall(r"batch size (\d+) took ([\d.,]+) steps, (\d+)% fewer", note):
+        if (not same(_num(s), table.get(int(b), math.nan)) or min(steps[1:]) >= steps[0] / 1.1
+                or abs(100 * (1 - _num(s) / steps[0]) - int(pct)) > 1):
+            bad.append(f"batch size {b} took {s} steps, {pct}% fewer")
+    for s, fitted in re.findall(r"the steps there \(([\d.,]+)\) are already within 2x of the fitted "
+                                r"S_min \(([\d.,]+)\)", note):
+        claim("are already within 2x of the fitted", _num(s) <= 2 * _num(fitted))
+    for s, fitted in re.findall(r"the steps there \(([\d.,]+)\) are more than twice the fitted "
+                                r"S_min \(([\d.,]+)\)", note):
+        claim("are more than twice the fitted", _num(s) > 2 * _num(fitted))
+    return bad
+
+
+def _bent(crossings, batch_size, factor):
+    """``crossings`` with every trial of ``batch_size`` crossing ``factor`` times later."""
+    out = crossings.copy()
+    rows = out["batch_size"] == batch_size
+    out.loc[rows, ["step", "previous_step"]] *= factor
+    return out
+
+
+QUICKSTART_STEPS = {8: 1901, 16: 876, 32: 517, 64: 174, 128: 145, 256: 60, 512: 48, 1024: 38,
+                    2048: 30, 4000: 50}  # README's table of 2026-11-26: 4,000 took more than 2,048
+
+
+def _quickstart_like(seed=0):
+    """The quickstart's steps to result, each batch size's best trial and four slower ones."""
+    rng, rows = np.random.default_rng(seed), []
+    for batch_size, best in QUICKSTART_STEPS.items():
+        for trial in range(5):
+            step = float(round(best * math.exp(0.3 * abs(rng.standard_normal())))) if trial else best
+            rows.append({"batch_size": batch_size, "trial_id": trial, "step": float(step),
+                         "previous_step": step * 0.95})
+    return pd.DataFrame(rows)
+
+
+SMALL = [8, 16, 32, 64, 128, 256, 512]
+CURVES = {  # name -> crossings: curves whose fit leaves boundaries outside the range
+    "quickstart, 4000 slower than 2048": lambda rng: _quickstart_like(),
+    "still halving at the top": lambda rng: synthetic_crossings(10, 1e6, SMALL, 20, rng),
+    "still halving, the top flatter": lambda rng: _bent(synthetic_crossings(10, 1e6, SMALL, 20, rng),
+                                                        512, 1.3),
+    "still halving, the top slower": lambda rng: _bent(synthetic_crossings(10, 1e6, SMALL, 20, rng),
+                                                       512, 3.0),
+    "still scaling, the top flat": lambda rng: _bent(synthetic_crossings(20, 2000, SMALL, 20, rng),
+                                                     512, 1.6),
+    "flat from the start": lambda rng: synthetic_crossings(1000, 0.5, SMALL, 20, rng),
+    "flat, the bottom slower": lambda rng: _bent(synthetic_crossings(1000, 0.5, SMALL, 20, rng), 8, 3.0),
+    "bend below the range, halving at the bottom": lambda rng: _bent(
+        synthetic_crossings(500, 2, SMALL, 20, rng, spread=0.2), 8, 2.2),
+    "bend above the range, noisy": lambda rng: synthetic_crossings(50, 3000, SMALL, 6, rng, spread=1.0),
+}
+
+
+@functools.cache
+def _curve_fits(name: str) -> tuple[RegimeFit, ...]:
+    return tuple(fit_regimes(CURVES[name](np.random.default_rng(seed)), resamples=100, seed=seed)
+                 for seed in range(3))
+
+
+@pytest.mark.parametrize("name", list(CURVES))
+def test_no_note_contradicts_the_steps_to_result_table(name):
+    """Property over curves with boundaries outside the measured range, some bent at an
+    edge against the fit (the quickstart's 4,000 took 50 steps where 2,048 took 30, and
+    its note said larger batches would still save steps): every note is checked against
+    the points fitted, which are the table's steps to result."""
+    for seed, fit in enumerate(_curve_fits(name)):
+        sizes, steps = list(fit.batch_sizes), list(fit.steps)
+        assert fit.fitted and any(fit.notes), name
+        for note in fit.notes:
+            assert contradictions(note, sizes, steps, fit.s_min.value) == [], (name, seed, note, steps)
+
+
+def test_the_curves_bring_out_both_wordings_of_each_claim():
+    """Not a vacuous property: the curves give each claim where the table bears it out
+    and the other wording where it does not."""
+    notes = " | ".join(n for name in CURVES for fit in _curve_fits(name) for n in fit.notes)
+    for words in ("larger batches would still save steps", "the steps did not fall at the largest",
+                  "scaling is still near-perfect at the largest", "does not show near-perfect scaling",
+                  "perfect scaling already ended before the smallest", "the table shows near-perfect",
+                  "already flat at the smallest", "% fewer than 8's"):
+        assert words in notes, words
+
+
+def test_the_checker_finds_the_quickstart_contradiction():
+    """The note main printed above README's table is a contradiction the checker sees."""
+    sizes, steps = list(QUICKSTART_STEPS), list(QUICKSTART_STEPS.values())
+    old = ("maximum useful batch size (S = 1.1 S_min): the curve has not flattened by the largest "
+           "batch size (4000); larger batches would still save steps; maximum useful batch size ≥ 2476")
+    assert contradictions(old, sizes, steps, 23.3) == ["larger batches would still save steps",
+                                                       "has not flattened by the largest batch size"]
+    forged = "the steps did not fall at the largest batch sizes (2048: 31 steps, 4000: 50)"
+    assert contradictions(forged, sizes, steps, 23.3) == ["batch size 2048: 31 steps"]
+
+
+def test_the_reports_notes_agree_with_its_table(tmp_path):
+    """The quickstart-like study through the report's analysis: its note on the maximum
+    useful batch size says what the table shows at 2,048 and 4,000."""
+    from batchscale.analysis.reading.study_reader import load_study
+    from batchscale.analysis.report import analyse
+    from tests import paper_database as db
+
+    url = db.write_synthetic_database(str(tmp_path), _quickstart_like())
+    analysis = analyse(load_study(url, goals=["classification_error<0.01"]), resamples=100)
+    table = analysis.steps[(analysis.steps["split"] == "val") & analysis.steps["steps_to_result"].notna()]
+    sizes, steps = table["batch_size"].astype(int).tolist(), table["steps_to_result"].tolist()
+    assert dict(zip(sizes, steps)) == QUICKSTART_STEPS
+    fit = next(iter(analysis.fits.values()))
+    useful = [n for n in analysis.notes if "maximum useful batch size (S = 1.1 S_min)" in n]
+    assert useful == [f"classification_error<0.01: maximum useful batch size (S = 1.1 S_min): the fit "
+                      "puts it beyond the largest batch size measured (4000), though the steps did not "
+                      "fall at the largest batch sizes (2048: 30 steps, 4000: 50), so the table does not "
+                      "show that larger batches would save steps; maximum useful batch size ≥ "
+                      f"{number(fit.max_useful_batch_size.low)}"]
+    for note in analysis.notes:
+        assert contradictions(note, sizes, steps, fit.s_min.value) == [], note

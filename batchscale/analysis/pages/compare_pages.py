@@ -5,6 +5,8 @@ Every function takes a ``statistics.comparison.Comparison`` and reads only its f
 the page's sections are defined once (``comparison_sections``) for compare.html and
 compare.md, and the terminal text is rendered from the same blocks. ``write_comparison``
 writes those files and the figures into a local folder or gs:// prefix, and nothing else.
+The terminal names each study where it was read from; the files, which travel, name no
+path of this machine: a local study relative to its store root (``reading.locations``).
 """
 
 from __future__ import annotations
@@ -84,13 +86,14 @@ def format_comparison(result: Comparison) -> str:
     """Plain text for the terminal: a legend of the studies, then batch size rows x study
     columns of steps to result (normalised when asked), then the notes."""
     return "\n".join(render_console(Section(None, f"{_what(result)}:", [
-        _studies(result), Table(_display_wide(result)), Paragraph(f"({_legend_line(result)})"),
-        Notes(result.notes)])))
+        _studies(result, local=True), Table(_display_wide(result)),
+        Paragraph(f"({_legend_line(result)})"), Notes(result.notes)])))
 
 
-def _study_lines(result: Comparison) -> list[tuple[str, str, str]]:
-    """(study name as the columns head it, its goal, where it was read from)."""
-    return [(e.study, e.goal, e.location) for e in result.studies]
+def _study_lines(result: Comparison, local: bool) -> list[tuple[str, str, str]]:
+    """(study name as the columns head it, its goal, where it was read from: on this
+    machine when ``local``, else as the files name it)."""
+    return [(e.study, e.goal, e.location if local else e.shown_location) for e in result.studies]
 
 
 def _fit_table(result: Comparison) -> pd.DataFrame | None:
@@ -117,8 +120,9 @@ CAPTIONS = {
 }
 
 
-def _studies(result: Comparison) -> Bullets:
-    return Bullets([(f"{name}: {goal}, ", Code(location)) for name, goal, location in _study_lines(result)])
+def _studies(result: Comparison, local: bool = False) -> Bullets:
+    return Bullets([(f"{name}: {goal}, ", Code(location))
+                    for name, goal, location in _study_lines(result, local)])
 
 
 def comparison_sections(result: Comparison) -> list[Section]:
@@ -143,19 +147,20 @@ def comparison_sections(result: Comparison) -> list[Section]:
 def comparison_markdown(result: Comparison) -> str:
     lines = [f"# {TITLE}", ""]
     lines += [line for s in comparison_sections(result) for line in render_markdown(s)]
-    return "\n".join(lines)
+    return result.without_roots("\n".join(lines))
 
 
 def comparison_html(result: Comparison) -> str:
     body = "".join(piece for s in comparison_sections(result) for piece in render_html(s))
-    return H.page("batchscale: compare", f"<h1>{TITLE}</h1>{body}")
+    return result.without_roots(H.page("batchscale: compare", f"<h1>{TITLE}</h1>{body}"))
 
 
 def comparison_json(result: Comparison) -> dict:
-    """What compare.json holds: the options, notes, studies, the table's rows and the figures."""
+    """What compare.json holds: the options, notes, studies, the table's rows and the figures
+    (no local store root: the notes as the pages show them)."""
     records = json.loads(result.table.to_json(orient="records"))
     return {"goal": result.goal, "split": result.split, "normalize_at": result.normalize_at,
-            "num_trials": result.num_trials, "notes": result.notes,
+            "num_trials": result.num_trials, "notes": [result.without_roots(n) for n in result.notes],
             "studies": [s.to_dict() for s in result.studies], "rows": records,
             "figures": list(result.figures)}
 
@@ -167,7 +172,7 @@ def write_comparison(result: Comparison, out_url: str) -> dict[str, str]:
     fs = open_root(out_url)
     texts = {"compare.html": comparison_html(result), "compare.md": comparison_markdown(result),
              "compare.csv": result.table.to_csv(index=False),
-             "compare.json": json.dumps(comparison_json(result), indent=2)}
+             "compare.json": result.without_roots(json.dumps(comparison_json(result), indent=2))}
     urls = {}
     for name, text in texts.items():
         fs.write_text(name, text)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from batchscale.analysis.reading.locations import without_root
 from batchscale.analysis.reading.study_files import Damage
 from batchscale.analysis.statistics.regimes import RegimeFit
 
@@ -16,7 +17,9 @@ from batchscale.analysis.statistics.regimes import RegimeFit
 class ComparedStudy:
     """One compared study: ``label`` names its curve (study and goal), ``study`` its rows
     in the table (its name, made unique), ``normalized`` whether its curve is in the
-    normalised comparison; ``fit`` its regime fit when asked for."""
+    normalised comparison; ``fit`` its regime fit when asked for. ``location`` is where it
+    was read from (the console says so); ``private_root`` the local folder above it that
+    the written pages never name (``reading.locations``), so they show ``shown_location``."""
 
     label: str
     study: str
@@ -27,11 +30,18 @@ class ComparedStudy:
     batch_sizes: list[int]
     fit: RegimeFit | None = None
     normalized: bool = False
+    private_root: str | None = None
+
+    @property
+    def shown_location(self) -> str:
+        """The location as compare.html, .md and .json name it: relative to its store root
+        (a local study), or its gs:// URL."""
+        return without_root(self.location, self.private_root)
 
     def to_dict(self) -> dict:
-        """As compare.json holds it (the fit as ``RegimeFit.to_dict``)."""
+        """As compare.json holds it (the fit as ``RegimeFit.to_dict``; the shown location)."""
         return {"label": self.label, "study": self.study, "name": self.name,
-                "location": self.location, "title": self.title, "goal": self.goal,
+                "location": self.shown_location, "title": self.title, "goal": self.goal,
                 "batch_sizes": self.batch_sizes,
                 "fit": self.fit.to_dict() if self.fit is not None else None,
                 "normalized": self.normalized}
@@ -56,3 +66,11 @@ class Comparison:
     figures: dict[str, bytes]
     notes: list[str]
     damaged: list[Damage] = field(default_factory=list)
+
+    def without_roots(self, text: str) -> str:
+        """``text`` without any compared study's local store root (longest first), as the
+        written pages are: a note naming a damaged file names it within its store."""
+        roots = {s.private_root for s in self.studies if s.private_root}
+        for root in sorted(roots, key=len, reverse=True):
+            text = without_root(text, root)
+        return text

@@ -5,7 +5,8 @@ S(B) = S_min * (1 + B_star / B): perfect scaling (S proportional to 1/B) well be
 batch size B_star, diminishing returns around it and a floor S_min well above it. From the fit we
 report where those regimes begin and end, each with a percentile bootstrap confidence interval and
 a status saying whether the measured batch sizes actually pin it down. The curve's fit and the
-bootstrap themselves are in ``scaling_curve``.
+bootstrap themselves are in ``scaling_curve``; the notes on what the data leave open, in words the
+steps-to-result table bears out, in ``regime_notes``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ import numpy as np
 import pandas as pd
 
 from batchscale.analysis.statistics.intervals import ABOVE, BELOW, MEASURED, UNDETERMINED, number, regime_text
+from batchscale.analysis.statistics.regime_notes import (
+    BOUNDARIES,
+    PERFECT_SCALING_EFFICIENCY,
+    USEFUL_STEPS_FACTOR,
+    boundary_note,
+)
 from batchscale.analysis.statistics.scaling_curve import (
     GRID_MARGIN,
     MIN_BATCH_SIZES,
@@ -25,16 +32,12 @@ from batchscale.analysis.statistics.scaling_curve import (
     fit_log,
 )
 
-PERFECT_SCALING_EFFICIENCY = 0.8
-"""Local scaling efficiency e(B) = -dlogS/dlogB = B_star / (B + B_star) at which perfect scaling
-ends: e = 0.8 at B = B_star * (1 - e) / e = B_star / 4, where steps are 25% above the perfect-scaling
-extrapolation S_min * B_star / B."""
-USEFUL_STEPS_FACTOR = 1.1
-"""Maximum useful batch size: S = 1.1 * S_min at B = B_star / (1.1 - 1) = 10 * B_star. Beyond it no
-batch size can save more than 1 - 1/1.1 (about 9%) of the steps."""
 EDGE_SHARE = 0.05  # resamples off the grid's edge worth a note
 
-# statuses (MEASURED, ABOVE, BELOW, UNDETERMINED) are defined in intervals.py with the notation
+# statuses (MEASURED, ABOVE, BELOW, UNDETERMINED) are defined in intervals.py with the notation;
+# PERFECT_SCALING_EFFICIENCY and USEFUL_STEPS_FACTOR (the boundaries' definitions) in regime_notes.py
+__all__ = ["ABOVE", "BELOW", "MEASURED", "UNDETERMINED", "PERFECT_SCALING_EFFICIENCY", "USEFUL_STEPS_FACTOR",
+           "Estimate", "RegimeFit", "fit_regimes"]
 
 
 @dataclass(frozen=True)
@@ -130,32 +133,6 @@ def _status(value: float, low: float, high: float, lo_b: float, hi_b: float) -> 
     return UNDETERMINED if below and above else ABOVE if above else BELOW if below else MEASURED
 
 
-_BOUNDARIES = {  # name: (label, B / B_star, note when above the range, note when below)
-    "b_star": (
-        "critical batch size B_star (S = 2 S_min)", 1.0,
-        "steps at the largest batch size ({hi}) are still more than twice S_min; B_star ≥ {low}",
-        "steps at the smallest batch size ({lo}) are already within 2x of S_min; B_star ≤ {high}"),
-    "perfect_scaling_end": (
-        f"end of perfect scaling (efficiency {PERFECT_SCALING_EFFICIENCY})",
-        (1 - PERFECT_SCALING_EFFICIENCY) / PERFECT_SCALING_EFFICIENCY,
-        "scaling is still near-perfect at the largest batch size ({hi}); it ends at B ≥ {low}",
-        "perfect scaling already ended before the smallest batch size ({lo}); it ends at B ≤ {high}"),
-    "max_useful_batch_size": (
-        f"maximum useful batch size (S = {USEFUL_STEPS_FACTOR} S_min)", 1 / (USEFUL_STEPS_FACTOR - 1),
-        "the curve has not flattened by the largest batch size ({hi}); larger batches would still "
-        "save steps; maximum useful batch size ≥ {low}",
-        "the curve is already flat at the smallest batch size ({lo}): no larger batch size saves more "
-        f"than {1 - 1 / USEFUL_STEPS_FACTOR:.0%} of the steps; maximum useful batch size ≤ {{high}}"),
-}
-_PARTIAL = {  # the estimate is inside the measured range but one end of its interval is not
-    ABOVE: "the fit puts it at {value}, but its {pct} interval reaches past the largest batch size "
-           "measured ({hi}): the data bound it only from below (≥ {low})",
-    BELOW: "the fit puts it at {value}, but its {pct} interval reaches below the smallest batch "
-           "size measured ({lo}): the data bound it only from above (≤ {high})",
-}
-_UNDETERMINED = ("undetermined: the fit puts it at {value}, but its {pct} interval extends beyond "
-                 "both the smallest ({lo}) and the largest ({hi}) batch size measured")
-
 def fit_regimes(crossings: pd.DataFrame, resamples: int = 1000, level: float = 0.95,
                 seed: int = 0) -> RegimeFit:
     """Fit S_min and B_star to per-batch-size steps to result and derive the regime boundaries.
@@ -212,25 +189,18 @@ def fit_regimes(crossings: pd.DataFrame, resamples: int = 1000, level: float = 0
         s_min, b_star = math.exp(a0), math.exp(c0)
     lo_b, hi_b = float(min(sizes)), float(max(sizes))
     estimates, notes = {}, []
-    for name, (label, factor, above, below) in _BOUNDARIES.items():
+    for name, (_label, factor) in BOUNDARIES.items():
         value, low, high = (factor * x for x in (b_star, math.exp(c_low), math.exp(c_high)))
         estimates[name] = Estimate(value, low, high, _status(value, low, high, lo_b, hi_b))
-        status = estimates[name].status
-        text = {ABOVE: above, BELOW: below, UNDETERMINED: _UNDETERMINED}.get(status)
-        if status in (ABOVE, BELOW) and lo_b <= value <= hi_b:  # only the interval leaves the range
-            text = _PARTIAL[status]
-        text = text and text.replace("{value}", _fmt(value))
-        if text:
-            low, high = (value, value) if math.isnan(low) else (low, high)  # no resamples: the value
-            notes.append(f"{label}: " + text.format(lo=_fmt(lo_b), hi=_fmt(hi_b), low=_fmt(low),
-                                                      high=_fmt(high), pct=f"{level:.0%}"))
+        note = boundary_note(name, estimates[name].status, value, low, high, sizes, steps, s_min, level)
+        notes += [note] if note else []
     s_status = MEASURED if estimates["b_star"].status == BELOW else estimates["b_star"].status
     if s_status != MEASURED:
         notes.insert(0, f"S_min is an extrapolation: the critical batch size may lie above the largest "
                         f"batch size ({_fmt(hi_b)}), so the floor of the curve is weakly determined")
     if e0:
-        notes.append("the point fit ran off the fit grid: the data look like "
-                     + ("pure perfect scaling (S ~ 1/B)" if e0 > 0 else "a flat curve (S independent of B)"))
+        notes.append("the point fit ran off the fit grid: the curve that fits the steps best is "
+                     + ("pure perfect scaling (S ~ 1/B)" if e0 > 0 else "flat (S independent of B)"))
     for side, word in ((1, "above"), (-1, "below")):
         if len(edge) and (share := float(np.mean(edge == side))) > EDGE_SHARE:
             notes.append(f"{share:.0%} of resamples put B_star {word} the fit grid (more than "
