@@ -6,10 +6,11 @@ interval or price; it may switch between stopping protocols of one family
 (``StoppingProtocol.may_switch_to``: ``goal`` and ``race``). Anything else (workload, search
 space, fixed metaparameters, goals, schedule, evaluation, seed, backend) would mix trials
 that mean different things, so a run that changes it is refused, naming the first field
-that differs. A budget may grow, never shrink, and only when no metaparameter is a
-fraction of the budget (``decay_fraction``): a larger budget continues the trials that
-stopped at the old one (``batchscale.core.trial_state``), which is only the same trial if
-its learning-rate schedule does not depend on the budget.
+that differs. Trials per batch size, search rounds and the trial cap may grow, never
+shrink (the recorded rounds were planned under them). A budget may grow, never shrink,
+and only when no metaparameter is a fraction of the budget (``decay_fraction``): a larger
+budget continues the trials that stopped at the old one (``batchscale.core.trial_state``),
+which is only the same trial if its learning-rate schedule does not depend on the budget.
 
 The stored spec is ``<study>/study_spec.json``, or, should that be missing or damaged, the
 copy every batch size's ``study.json`` carries (``STUDY_SPEC_KEY``).
@@ -21,12 +22,13 @@ import json
 
 from batchscale.core import protocols
 from batchscale.core.errors import SpecError
-from batchscale.core.spec import StudySpec
+from batchscale.core.spec import DEFAULT_TRIAL_CAP_FACTOR, StudySpec
 from batchscale.store.json_files import read_json_object
 
 STUDY_SPEC_KEY = "batchscale_study_spec"  # the spec's copy inside each study.json
 GROWS = ("batch_sizes", "trials_per_batch_size", "max_steps", "max_rounds",
          "max_trials_per_batch_size")
+COUNTS = ("trials_per_batch_size", "max_rounds", "max_trials_per_batch_size")  # grow only
 FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds", "price_per_device_hour")
 
 
@@ -60,6 +62,28 @@ def check_same_study(stored: dict, spec: StudySpec, where: str) -> None:
                 f"({_show(_at(stored, field))} there, {_show(_at(new, field))} here); a study "
                 "may only grow (batch sizes, trials, budgets): choose another name for another study")
     _check_budgets(stored, spec)
+    _check_counts(stored, new, spec)
+
+
+def _check_counts(stored: dict, new: dict, spec: StudySpec) -> None:
+    """Trials per batch size, search rounds and the trial cap may grow, never shrink: the
+    study keeps every trial it trained, and its recorded rounds were planned under the
+    larger values (``batchscale.rounds.derivation`` derives them again from the spec)."""
+    for key in COUNTS:
+        old, now = _count(stored, key), _count(new, key)
+        if old is not None and now is not None and now < old:
+            raise SpecError(f"{key}: {now} is below the {old} study {spec.name!r} already has; it "
+                            "may only grow (the study keeps every trial it trained): choose "
+                            "another name for a smaller study")
+
+
+def _count(spec: dict, key: str) -> int | None:
+    """``spec[key]`` as an integer (the trial cap 0 is its default multiple of the trials)."""
+    value = spec.get(key)
+    if key == "max_trials_per_batch_size" and value == 0:
+        trials = spec.get("trials_per_batch_size")
+        value = DEFAULT_TRIAL_CAP_FACTOR * trials if isinstance(trials, int) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _check_protocol(old: str, spec: StudySpec, where: str) -> None:

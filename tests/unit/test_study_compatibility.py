@@ -61,6 +61,22 @@ def test_budgets_only_grow():
         check_same_study(stored(), spec(max_steps={16: 200, 128: 300}), "S")
 
 
+
+@pytest.mark.parametrize("before, after, field", [
+    ({"trials_per_batch_size": 4}, {"trials_per_batch_size": 2}, "trials_per_batch_size: 2 is below the 4"),
+    ({"max_rounds": 3}, {"max_rounds": 2}, "max_rounds: 2 is below the 3"),
+    ({"max_trials_per_batch_size": 12}, {"max_trials_per_batch_size": 10},
+     "max_trials_per_batch_size: 10 is below the 12"),
+    ({"trials_per_batch_size": 4}, {"trials_per_batch_size": 4, "max_trials_per_batch_size": 10},
+     "max_trials_per_batch_size: 10 is below the 16"),  # 0 was its default, 4 x the trials
+], ids=["trials", "rounds", "cap", "cap from its default"])
+def test_trial_counts_only_grow(before, after, field):
+    """A study keeps every trial it trained, and its rounds were planned under the larger
+    counts: fewer would make the rounds' derivation disown trained trials."""
+    with pytest.raises(SpecError, match=rf"^{field} study 'tiny' already has; it may only grow"):
+        check_same_study(stored(**before), spec(**{**before, **after}), "S")
+    check_same_study(stored(**before), spec(**before), "S")  # unchanged: fine
+
 def test_a_budget_fraction_schedule_cannot_grow_its_budget():
     changes = {"schedule": "linear",
                "fixed": {"momentum": 0.9, "end_learning_rate_factor": 0.1, "decay_fraction": 0.5}}
