@@ -102,6 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.local:
         raise SpecError("run: only --local runs are available here; use `batchscale compile` "
                         "and upload the YAML to Kubeflow Pipelines to run on a cluster")
+    from batchscale.rounds.planner import check_recorded_rounds
     from batchscale.store.filesystem import check_no_escaping_links, check_store_writable
     from batchscale.store.layout import StudyStore
 
@@ -110,6 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_no_escaping_links(spec.store, (spec.name, "datasets"))
     store = StudyStore(spec.store)
     store.check_compatible(spec)  # refuse before anything is written
+    check_recorded_rounds(spec, store)  # rounds trials were trained from that no spec gives
     work = os.path.abspath(args.work_dir)
     os.makedirs(os.path.join(work, "logs"), exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")

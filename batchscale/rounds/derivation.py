@@ -14,7 +14,8 @@ a trial it derives the rounds again, round by round, and compares:
   budget then, each at most the spec's today; rows after that budget are not looked at,
   so a budget raised since does not change the round). A round recorded without it (before
   it was recorded) is derived with the spec's values, round 1's length as the trials per
-  batch size.
+  batch size, and with each smaller budget the trials before it ran under (their
+  metadata.json ``max_steps``): one that reproduces it is what it was planned under.
 
 A round can be derived only once every trial before it is finished (as the planner
 planned it); until then it and the rounds after it are *held*: kept in study.json, their
@@ -29,7 +30,8 @@ and what the derivation gives), and then:
   rounds, so no trial outside them is trained and no result changes;
 - **the run refuses** (``DamagedRoundsError``, one line naming the study.json and a trial)
   when a trial was trained from the wrong record (metadata.json's parameters differ from
-  the derived ones): a result already depends on it, and rewriting study.json would keep
+  the derived ones, or the derived rounds do not hold a trial that has started): a result
+  already depends on it, and rewriting study.json would keep
   that trial's result under another trial's name. Deleting those trials' folders and
   running again retrains them as the derivation says. Not exit 2: the input is fine, the
   store is damaged.
@@ -77,9 +79,10 @@ def planned_with(spec: StudySpec, batch_size: int) -> PlannedWith:
 
 
 def checked_rounds(spec: StudySpec, store: StudyStore, batch_size: int, results: Results,
-                   log=print) -> CheckedRounds:
+                   log=print, heal: bool = True) -> CheckedRounds:
     """The batch size's rounds, re-derived and compared with study.json (module docstring):
-    differences logged and study.json rewritten, or ``DamagedRoundsError``."""
+    differences logged and study.json rewritten (``heal``; else neither: a check before a
+    run starts), or ``DamagedRoundsError``."""
     recorded = store.read_rounds(spec, batch_size)
     rounds, held, differences = _derive(spec, store, batch_size, recorded, results)
     trials = batch_trials(spec, batch_size, rounds)
@@ -87,14 +90,19 @@ def checked_rounds(spec: StudySpec, store: StudyStore, batch_size: int, results:
     if differences:
         where = f"{store.url(store.batch_dir(spec, batch_size))}/study.json"
         wrong = trained_otherwise(trials, metadata)
+        why = "its metadata.json parameters are not the derived ones"
+        if wrong is None:
+            wrong = _trained_outside(spec, store, batch_size, recorded, [*rounds, *held])
+            why = "the derived rounds hold no such trial"
         if wrong is not None:
             raise DamagedRoundsError(
                 f"{where}: {differences[0]}, and trial {wrong} was already trained from it "
-                f"(its metadata.json parameters are not the derived ones); delete the folders "
-                f"of the trials from that round on and run the same study again")
-        for difference in differences:
-            log(f"{where}: {difference}; study.json rewritten with the derived rounds")
-        store.write_rounds(spec, batch_size, [*rounds, *held])
+                f"({why}); delete the folders of the trials from that round on and run the "
+                f"same study again")
+        if heal:
+            for difference in differences:
+                log(f"{where}: {difference}; study.json rewritten with the derived rounds")
+            store.write_rounds(spec, batch_size, [*rounds, *held])
     return CheckedRounds(rounds, held, metadata)
 
 
@@ -104,6 +112,18 @@ def trained_otherwise(trials: list[TrialSpec], metadata: dict[int, dict | None])
     for trial in trials:
         meta = metadata.get(trial.trial_id)
         if meta is not None and meta.get("parameters") != json.loads(json.dumps(trial.parameters)):
+            return trial.trial_id
+    return None
+
+
+def _trained_outside(spec: StudySpec, store: StudyStore, batch_size: int,
+                     recorded: list[SearchRound], kept: list[SearchRound]) -> int | None:
+    """The first trial of the recorded rounds that the derived ones do not hold and that
+    has started (a metadata.json): dropping its round would drop a result silently."""
+    held = {i for r in kept for i in r.trial_ids}
+    outside = [i for r in recorded for i in r.trial_ids if i not in held]
+    for trial in batch_trials(spec, batch_size, recorded, trial_ids=outside):
+        if store.read_metadata(spec, trial) is not None:
             return trial.trial_id
     return None
 
@@ -122,23 +142,46 @@ def _derive(spec: StudySpec, store: StudyStore, batch_size: int, recorded: list[
         metadata = {t.trial_id: store.read_metadata(spec, t) for t in trials}
         if not all(is_finished(metadata[t.trial_id], budget) for t in trials):
             return rounds, recorded[index:], differences
-        context = _context(spec, batch_size, record, rounds[0])
         number = record.round if rounds[-1].round < record.round <= spec.max_rounds \
             else rounds[-1].round + 1
-        as_then = replace(spec, trials_per_batch_size=context.trials_per_batch_size,
-                          max_trials_per_batch_size=context.trial_cap)
-        found = results(spec, store, trials, metadata, context.max_steps)
-        if found is None:  # measurements it cannot read as they were written: not yet
-            return rounds, recorded[index:], differences
-        derived = next_round(as_then, rounds, found, number)
+        derived = None
+        for tried, context in enumerate(_contexts(spec, batch_size, record, rounds[0], metadata)):
+            as_then = replace(spec, trials_per_batch_size=context.trials_per_batch_size,
+                              max_trials_per_batch_size=context.trial_cap)
+            found = results(spec, store, trials, metadata, context.max_steps)
+            if found is None:  # measurements it cannot read as they were written: not yet
+                return rounds, recorded[index:], differences
+            candidate = next_round(as_then, rounds, found, number)
+            if candidate is not None:
+                candidate = replace(candidate, planned_with=context if record.planned_with else None)
+            if tried == 0:
+                derived = candidate  # under the context it states (or today's spec)
+            if candidate is not None and not _compare(candidate, record):
+                derived = candidate
+                break
         if derived is None:
             differences.append(f"search round {record.round} (trials {record.first}-{record.last}) "
                                f"should not exist: the trials before it ask for no round")
             return rounds, [], differences
-        derived = replace(derived, planned_with=context if record.planned_with else None)
         differences += _compare(derived, record)
         rounds.append(derived)
     return rounds, [], differences
+
+
+def _contexts(spec: StudySpec, batch_size: int, record: SearchRound, first: SearchRound,
+              metadata: dict[int, dict | None]) -> list[PlannedWith]:
+    """What ``record`` may have been planned under: its own ``planned_with`` (``_context``);
+    for a round recorded before that existed, also each smaller budget the trials before
+    it record having run under (a budget raised since continued some of them, and rows
+    past the old budget would plan another round). One that reproduces the record is the
+    one (``_derive``); if none does, the first is compared."""
+    context = _context(spec, batch_size, record, first)
+    if record.planned_with is not None:
+        return [context]
+    budgets = sorted({int(m["max_steps"]) for m in metadata.values()
+                      if isinstance((m or {}).get("max_steps"), int)
+                      and 0 < int(m["max_steps"]) < context.max_steps})
+    return [context, *(replace(context, max_steps=b) for b in budgets)]
 
 
 def _context(spec: StudySpec, batch_size: int, record: SearchRound,

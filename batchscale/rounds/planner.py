@@ -39,9 +39,28 @@ from batchscale.rounds.derivation import (
 from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.packs import split_trials
 from batchscale.search.trials import batch_trials, make_trials
-from batchscale.store.crossings import recorded_rows
 from batchscale.store.layout import StudyStore
-from batchscale.store.trial_files import TrialDamage, check_trial
+from batchscale.store.trial_files import TrialDamage, check_trial, recorded_rows
+
+
+def check_recorded_rounds(spec: StudySpec, store: StudyStore) -> None:
+    """Refuse a run before it starts when a batch size's recorded rounds cannot be healed
+    (``DamagedRoundsError``: trials were trained from a round the derivation does not give,
+    exit 3 at the command line). Writes nothing; what can be healed is healed, and named,
+    by the run's first stage. A ``search_rounds`` entry that is no round at all is left to
+    that stage too (``register_study`` names and drops it)."""
+    for batch_size in spec.batch_sizes:
+        try:
+            checked_rounds(spec, store, batch_size, partial(results_at, log=_quiet), _quiet,
+                           heal=False)
+        except DamagedRoundsError:
+            raise
+        except ValueError:
+            continue
+
+
+def _quiet(*_) -> None:
+    """Says nothing: the run's stages name what they find."""
 
 
 def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
@@ -139,7 +158,8 @@ def results_at(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
     for trial in trials:
         meta = metadata[trial.trial_id] or {}
         diverged = meta.get("status") == "INFEASIBLE" and _number(meta.get("steps")) <= budget
-        rows, why = recorded_rows(store.fs, store.trial_dir(spec, trial), meta)
+        rows, why = recorded_rows(store.fs, store.trial_dir(spec, trial), trial.batch_size,
+                                  trial.trial_id)
         if rows is None:
             log(_left_out_line(trial, store.url(f"{store.trial_dir(spec, trial)}/"
                                                        "measurements.csv"), why))
