@@ -37,7 +37,7 @@ from batchscale.core.spec import StudySpec
 from batchscale.store.filesystem import Storage
 from batchscale.store.json_files import read_json_object
 from batchscale.store.layout import StudyStore
-from batchscale.store.trial_files import METADATA, TrialDamage, check_trial
+from batchscale.store.trial_files import recorded_rows
 
 POLL_SECONDS = 10.0  # how often a pack lists the crossings that others published
 _NAME = re.compile(r"^g(\d+)-s(\d+)-t(\d+)$")
@@ -136,7 +136,7 @@ def crossing_problem(store: StudyStore, spec: StudySpec, batch_size: int, goal: 
         return f"trial {trial_id} diverged (INFEASIBLE): its crossings never count"
     if status != "COMPLETE":
         return NOT_YET
-    rows, why = recorded_rows(store.fs, folder, meta)
+    rows, why = recorded_rows(store.fs, folder, batch_size, trial_id)
     if rows is None:
         return f"trial {trial_id}'s measurements.csv {why}"
     first = first_step_reaching(rows, spec.goals[goal])
@@ -144,20 +144,3 @@ def crossing_problem(store: StudyStore, spec: StudySpec, batch_size: int, goal: 
         return (f"trial {trial_id}'s measurements first beat {spec.goals[goal].label} at "
                 f"{'no step' if first is None else f'step {first}'}, not step {step}")
     return None
-
-
-def recorded_rows(fs: Storage, folder: str, meta: dict) -> tuple[list[dict] | None, str | None]:
-    """A finished trial's measurement rows, only if its files pass the store's one
-    integrity check (``trial_files.check_trial``, the study reader's and the round
-    planner's): its measurements.csv byte for byte what its metadata.json's
-    ``measurements`` record says was written, or without a record (a study written before
-    it) a whole-looking file. None and why not otherwise. ``meta``: its metadata.json as
-    the caller read it (the check reads it again, with the file)."""
-    read = check_trial(fs, folder)
-    if isinstance(read, TrialDamage):
-        if read.path.endswith(f"/{METADATA}"):
-            return None, f"cannot be believed: its {METADATA} {read.problem}"
-        return None, read.problem
-    if read is None or read[1] is None:
-        return None, "is missing"
-    return read[1].to_dict("records"), None

@@ -125,3 +125,20 @@ def check_trial(fs: Storage, base: str, present: set[str] | None = None,
     if problem:
         return TrialDamage(csv_path, problem)
     return metadata, parse_measurements(text)
+
+
+def recorded_rows(fs: Storage, folder: str, batch_size: int,
+                  trial_id: int) -> tuple[list[dict] | None, str | None]:
+    """Finished trial ``batch_size``/``trial_id``'s measurement rows from ``folder``, only if
+    its files pass ``check_trial`` (the report's and the planner's check, the folder's
+    metadata.json naming this trial included); else None and why not, in words that follow
+    "its measurements.csv": what the race's crossing check and the planner's reading of a
+    budget raised since believe."""
+    read = check_trial(fs, folder, batch_size=batch_size, trial_id=trial_id)
+    if isinstance(read, TrialDamage):
+        if read.path.endswith(f"/{METADATA}"):
+            return None, f"cannot be believed: its {METADATA} {read.problem}"
+        return None, read.problem
+    if read is None or read[1] is None:
+        return None, "is missing"
+    return read[1].to_dict("records"), None
