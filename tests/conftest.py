@@ -231,6 +231,21 @@ def gcs_study(gcs_emulator):
     return root
 
 
+def trial_histories(store, spec) -> dict:
+    """Each trial of ``spec`` (round 1) as the store holds it: (status, steps, stop reason,
+    measurement rows without wall times): what a resumed or raced run must leave exactly as
+    an uninterrupted one did (the fault tests compare them)."""
+    from batchscale.search.trials import make_trials
+
+    out = {}
+    for trial in make_trials(spec):
+        rows = [{k: v for k, v in row.items() if k != "wall_time"}
+                for row in store.read_measurements(spec, trial)]
+        meta = store.read_metadata(spec, trial)
+        out[trial.trial_id] = (meta["status"], meta["steps"], meta.get("stop_reason"), rows)
+    return out
+
+
 def share_datasets(store_root: str, into: str) -> None:
     """Give the store at ``into`` the prepared data sets of ``store_root`` without copying
     their bytes: hard links (a symlink would lead out of the store, which LocalStorage

@@ -20,7 +20,8 @@ This module is the root of the CLI package: it builds the top parser, lets each 
 group (study, plan, cluster, analysis, catalog, settings) register its commands, and runs the
 chosen handler with the one way out every command shares (docs/bad-input.md#exit-statuses):
 
-- 0: done; 1: the command failed: ``run --local``'s pipeline failed (its line says why);
+- 0: done; 1: the command failed: ``run --local``'s pipeline failed (its line says why),
+  or CommandFailed (a measurement gave nothing usable): ``batchscale: error: <one line>``;
 - InputError (SpecError and every other deliberate refusal of an input: a flag, a path
   given on the command line, a setting): ``batchscale: error: <one line>``, exit 2; an
   OSError whose path is too long for the file system (ENAMETOOLONG) is one too;
@@ -51,7 +52,7 @@ import tempfile
 import time
 import traceback
 
-from batchscale.core.errors import InputError, StoreDamaged
+from batchscale.core.errors import CommandFailed, InputError, StoreDamaged
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -84,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     except StoreDamaged as err:
         _say(f"batchscale: error: {err}")
         return EXIT_DAMAGED
+    except CommandFailed as err:
+        _say(f"batchscale: error: {err}")
+        return EXIT_FAILED
     except KeyboardInterrupt as err:
         _say("batchscale: interrupted" + (f": {err}" if str(err) else ""))
         return EXIT_INTERRUPTED

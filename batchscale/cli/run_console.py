@@ -159,7 +159,7 @@ class RunWatch:
             self.console.say(self.elapsed(),
                              f"store reachable again after {time.time() - self.outage:.0f}s")
             self.outage = None
-        self.waits.drop(f"{b}/{i}" for b, done in getattr(tracker, "results", {}).items() for i in done)
+        self.waits.drop(f"{b}/{i}" for b, done in tracker.results.items() for i in done)
         self.console.status(self.elapsed(), self.phase, self.with_resumed(progress))
 
     def with_resumed(self, progress: Progress) -> Progress:

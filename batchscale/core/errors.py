@@ -7,6 +7,10 @@ CLI gives each kind (docs/bad-input.md, ``batchscale.cli.main``):
 - ``StoreDamaged`` (exit 3): a file or folder of the store is not what the store's layout
   says it must be (a file where the report's folder must be); the message names it.
 
+- ``CommandFailed`` (exit 1): the command could not do its work though its input and the
+  store are fine: a measurement that gave nothing usable (every timing probe outside
+  physical bounds).
+
 Every other exception that reaches the CLI is a bug, never reported as bad input. Both are
 ValueErrors, so code that refuses a value with ValueError inside a layer can be caught the
 same way; nothing is written to the store before the input that raised one was checked.
@@ -28,6 +32,11 @@ class SpecError(InputError):
 class StoreDamaged(ValueError):
     """A file or folder in the store that is not what its place in the layout must hold;
     the message is one line naming it and what to do."""
+
+
+class CommandFailed(RuntimeError):
+    """The work failed for a reason outside the input and the store (a measurement, the
+    machine); the message is one line saying what and what to try."""
 
 
 def fail_field(field_name: str, problem: str) -> None:

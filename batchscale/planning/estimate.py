@@ -34,7 +34,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from batchscale.core import protocols
-from batchscale.core.errors import InputError
+from batchscale.core.errors import CommandFailed
 from batchscale.core.spec import StudySpec
 
 PACK_GUESS = 16  # trials per pack task when the spec leaves it to the preset (cpu's cap)
@@ -112,7 +112,8 @@ def step_time_at(batch_size: int, measured: dict[int, float]) -> tuple[float, st
     interpolated log-log between the measured neighbours, else extrapolated at the time per
     example of the nearest measured batch size."""
     if not measured:
-        raise InputError("no step time was measured: nothing to estimate wall time or cost from")
+        raise CommandFailed("no step time was measured within physical bounds: nothing to estimate "
+                            "wall time or cost from; run `batchscale plan` again")
     if batch_size in measured:
         return measured[batch_size], "measured"
     sizes = sorted(measured)

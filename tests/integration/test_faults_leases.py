@@ -29,7 +29,7 @@ from batchscale.store.layout import StudyStore
 from batchscale.store.leases import LEASES_DIR, Leases, lease_dir
 from batchscale.training.packs import run_pack
 from batchscale.validation import parse_spec
-from tests.conftest import share_datasets, tiny_spec_dict
+from tests.conftest import share_datasets, tiny_spec_dict, trial_histories
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FORGED = {"owner": "pod-7:1:forged", "host": "pod-7", "pid": 1, "expires": 4102444800.0}  # 2100
@@ -38,16 +38,6 @@ FORGED = {"owner": "pod-7:1:forged", "host": "pod-7", "pid": 1, "expires": 41024
 def _spec_dict(root: str) -> dict:
     return tiny_spec_dict(root, name="leased", batch_sizes=[16], trials_per_batch_size=2,
                           max_steps=150, parallelism=1)
-
-
-def _history(store: StudyStore, spec) -> dict:
-    out = {}
-    for trial in make_trials(spec):
-        rows = [{k: v for k, v in row.items() if k != "wall_time"}
-                for row in store.read_measurements(spec, trial)]
-        meta = store.read_metadata(spec, trial)
-        out[trial.trial_id] = (meta["status"], meta["steps"], meta.get("stop_reason"), rows)
-    return out
 
 
 def _prepared(root: str, digits_store: str):
@@ -63,7 +53,7 @@ def reference(digits_store, tmp_path_factory):
     """The uninterrupted pack's trial histories."""
     spec, store = _prepared(str(tmp_path_factory.mktemp("uninterrupted")), digits_store)
     run_pack(spec, make_trials(spec), store, log=lambda *_: None)
-    return _history(store, spec)
+    return trial_histories(store, spec)
 
 
 @pytest.mark.timeout(120)
@@ -80,7 +70,7 @@ def test_a_far_future_lease_is_taken_over_within_the_bound_and_a_malformed_one_a
     run_pack(spec, [first, second], store, log=said.append, lease_seconds=3.0)
     took = time.monotonic() - started
 
-    assert _history(store, spec) == reference
+    assert trial_histories(store, spec) == reference
     assert store.fs.list_files(f"{spec.name}/{LEASES_DIR}", recursive=True) == []
     text = "\n".join(said)
     assert said.count(f"lease: lease file {store.fs.url(malformed)} is malformed "
@@ -129,5 +119,5 @@ def test_run_local_says_which_trials_wait_on_another_writer_until_when(reference
     assert any(line.startswith("training: trials 0/2 done, 2 waiting on another writer until "
                                f"{until} | ") for line in said), out
     assert said.index(wait) < min(i for i, line in enumerate(said) if "2/2 done" in line)
-    assert _history(store, spec) == reference
+    assert trial_histories(store, spec) == reference
     assert store.fs.list_files(f"{spec.name}/{LEASES_DIR}", recursive=True) == []

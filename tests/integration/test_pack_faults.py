@@ -26,7 +26,7 @@ from batchscale.training.packs import run_pack
 from batchscale.training.trial_lifecycle import TrialLife
 from batchscale.validation import parse_spec
 from batchscale.workloads.prepare import prepare_dataset
-from tests.conftest import tiny_spec_dict
+from tests.conftest import tiny_spec_dict, trial_histories
 
 BATCH = 16
 
@@ -39,16 +39,6 @@ def _spec(root: str):
         goals=[{"metric": "classification_error", "value": 0.06}], checkpoint_seconds=0.05))
 
 
-def _history(store: StudyStore, spec) -> dict:
-    out = {}
-    for trial in make_trials(spec):
-        rows = [{k: v for k, v in row.items() if k != "wall_time"}
-                for row in store.read_measurements(spec, trial)]
-        meta = store.read_metadata(spec, trial)
-        out[trial.trial_id] = (meta["status"], meta["steps"], meta.get("stop_reason"), rows)
-    return out
-
-
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
     """vmap width -> the uninterrupted run's histories (trained in this process)."""
@@ -59,7 +49,7 @@ def references(tmp_path_factory):
         prepare_dataset(store, "digits", log=lambda *_: None)
         store.register_study(spec)
         run_pack(spec, make_trials(spec), store, log=lambda *_: None, width=width)
-        out[width] = _history(store, spec)
+        out[width] = trial_histories(store, spec)
     return out
 
 
@@ -89,7 +79,7 @@ def _wait_for_checkpoint(store, spec, child, timeout: float = 60.0) -> None:
 
 
 def _assert_same(store, spec, reference) -> None:
-    assert _history(store, spec) == reference
+    assert trial_histories(store, spec) == reference
     for trial in make_trials(spec):  # finished trials keep none, but those stopped at a budget
         kept = store.read_metadata(spec, trial)["stop_reason"] == "budget"
         assert store.fs.exists(checkpoint_path(spec, trial)) is kept

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from batchscale.core.errors import CommandFailed
 from batchscale.planning.estimate import estimate_study, step_time_at
 from batchscale.planning.grid import MIN_POINTS, propose_grid
 from batchscale.planning.noise_scale import NoiseScale
@@ -34,7 +35,7 @@ def test_step_times_are_measured_interpolated_or_extrapolated():
     assert how == "interpolated" and t == pytest.approx(0.002)  # log-log halfway
     t, how = step_time_at(256, measured)
     assert how == "extrapolated" and t == pytest.approx(0.016)  # 64's time per example
-    with pytest.raises(ValueError, match="no step time"):
+    with pytest.raises(CommandFailed, match="no step time"):
         step_time_at(8, {})
 
 
