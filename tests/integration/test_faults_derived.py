@@ -11,6 +11,7 @@ tests/unit/test_crossing_checks.py.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -142,9 +143,12 @@ def test_a_finished_study_whose_rounds_were_edited_heals_without_training(
         assert [line for line in lines if "search round 2" in line], lines
 
 
-def test_a_round_its_trials_were_trained_from_is_refused_in_one_line(tmp_path, digits_store):
+def test_a_round_its_trials_were_trained_from_is_refused_in_one_line(tmp_path, digits_store,
+                                                                     uninterrupted):
     """Trials already trained from a wrong round (as the code before the check trained them):
-    the run refuses, naming study.json and the trial, and changes nothing."""
+    the run refuses, naming study.json and the trial, and changes nothing; repaired as the
+    line says (delete the folders of the trials from that round on, run again), the study
+    ends with the uninterrupted result."""
     spec, store = _study(tmp_path, digits_store, "trained")
     _run(spec, store, [])
     _edit_rounds(spec, store, lambda rounds: rounds[1]["search_space"]["learning_rate"].update(
@@ -161,6 +165,10 @@ def test_a_round_its_trials_were_trained_from_is_refused_in_one_line(tmp_path, d
     assert "trial 5" in message and "search round 2" in message
     assert _recorded(spec, store) == before  # the forged round stays for inspection
     assert store.read_metadata(spec, trial)["parameters"]["learning_rate"] == 5.0
+    for later in planned_trials(spec, store)[4:]:  # the repair, as the line says
+        shutil.rmtree(f"{store.root}/{store.trial_dir(spec, later)}")
+    _run(spec, store, [])
+    assert _result(spec, store) == uninterrupted
 
 
 def test_a_grown_study_keeps_its_rounds(tmp_path, digits_store):
