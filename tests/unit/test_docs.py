@@ -170,3 +170,20 @@ def test_the_checker_reports_a_broken_link_and_anchor(tmp_path):
     assert "#usage-2" in problems[1] and "no heading" in problems[1]
     assert "#no-such-heading" in problems[2]
     assert "leaves the repository" in problems[3]
+
+
+def test_readmes_sample_notes_never_contradict_its_sample_table():
+    """README's quickstart output is pasted from a real run; its notes must say only what
+    its table shows (the checker of tests/unit/test_regimes.py, written from the notes'
+    words). The note pasted before 2026-11-26 claimed larger batches would still save steps
+    above a table where 4,000 took more steps than 2,048."""
+    from tests.unit.test_regimes import contradictions
+
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^ +(\d+) +(\d+) +\d+ ", text, flags=re.M)  # batch size, steps, ...
+    sizes, steps = [int(b) for b, _ in rows], [int(s) for _, s in rows]
+    assert len(sizes) >= 5 and sizes == sorted(sizes)
+    s_min = float(re.search(r"S_min ([\d.]+) \[", text)[1])
+    notes = re.findall(r"^note: (.+)$", text, flags=re.M)
+    assert notes, "README shows no note line"
+    assert [bad for note in notes for bad in contradictions(note, sizes, steps, s_min)] == []
