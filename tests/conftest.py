@@ -231,6 +231,16 @@ def gcs_study(gcs_emulator):
     return root
 
 
+def host_devices_flags(count: int) -> str:
+    """XLA_FLAGS for a subprocess that sees ``count`` logical CPU devices (data parallelism
+    on this 2-core machine). XLA ends a CPU all-reduce whose threads do not all arrive
+    within 40 s with a fatal "Termination timeout" (SIGABRT); on 2 busy cores 4 device
+    threads can be starved that long (seen once in a full suite run, 2026-11-26), so the
+    tests allow 600 s: a real hang still ends at the test's own subprocess timeout."""
+    return (f"--xla_force_host_platform_device_count={count} "
+            "--xla_cpu_collective_call_terminate_timeout_seconds=600")
+
+
 def trial_histories(store, spec) -> dict:
     """Each trial of ``spec`` (round 1) as the store holds it: (status, steps, stop reason,
     measurement rows without wall times): what a resumed or raced run must leave exactly as

@@ -16,7 +16,7 @@ from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.packs import run_pack
 from batchscale.training.step_timing import TIME_MIN_STEPS
 from batchscale.validation import parse_spec
-from tests.conftest import StopAfter, share_datasets, tiny_spec_dict
+from tests.conftest import StopAfter, host_devices_flags, share_datasets, tiny_spec_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = """
@@ -137,7 +137,7 @@ def test_data_parallel_trial_matches_one_device(digits_store, tmp_path):
         raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32], max_steps=30,
                              goals=[{"metric": "classification_error", "value": 0.0}])
         env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
-               "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+               "XLA_FLAGS": host_devices_flags(devices)}
         out = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(raw)], env=env, cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
@@ -185,7 +185,7 @@ def test_the_profile_over_device_counts(digits_store, tmp_path):
     share_datasets(digits_store, root)
     raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32])
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+           "XLA_FLAGS": host_devices_flags(4)}
     out = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, json.dumps(raw)], env=env,
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
