@@ -75,18 +75,18 @@ def round_trial_ids(study_json: dict | None, spec: StudySpec) -> list[int]:
 
 
 
-def unplanned(study_json: dict, spec: StudySpec, trial_id: int) -> str | None:
-    """Why a trial folder of batch size ``study_json`` is not one of the study's trials
-    (None: it is). Which trials exist is not a folder's to say: a folder outside the
-    rounds (copied in under a new id, or trained by an older run from a forged round)
-    would count towards steps to result silently, so the study reader names it and leaves
-    it out. Only the id is checked: a metadata.json whose ``parameters`` were edited is
-    still believed."""
-    ids = round_trial_ids(study_json, spec)
+def unplanned(ids: list[int], trial_id: int) -> str | None:
+    """Why a trial folder is not one of the study's trials, given ``ids``, those its batch
+    size's rounds hold (``round_trial_ids``); None: it is. Which trials exist is not a
+    folder's to say: a folder outside the rounds (copied in under a new id, or trained by
+    an older run from a forged round) would count towards steps to result silently, so the
+    study reader names it and leaves it out. Only the id is checked: a metadata.json whose
+    ``parameters`` were edited is still believed."""
     if trial_id in ids:
         return None
     return (f"is trial {trial_id}, not one of the trials its batch size's search rounds hold "
             f"({id_ranges(ids)})")
+
 
 def expected_trials(spec: StudySpec, store: StudyStore) -> list[TrialSpec]:
     """Every trial the study expects, by batch size and id: the ids of each batch size's

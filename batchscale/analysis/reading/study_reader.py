@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from batchscale.analysis.reading.censoring import refuse_unmeasurable, study_json_goals
-from batchscale.analysis.reading.completeness import unplanned
+from batchscale.analysis.reading.completeness import round_trial_ids, unplanned
 from batchscale.analysis.reading.study_files import (
     Damage,
     believed_timing,
@@ -209,6 +209,7 @@ def _read_workload(fs: Storage, workload: str, spec: StudySpec | None, damaged: 
                                   "folders)", batch_size))
             continue
         study_json[key] = meta
+        planned = round_trial_ids(meta, spec) if spec is not None else None
         for trial_dir in trial_dirs:
             present = {f"{batch_dir}/{trial_dir}/{name}" for name in folder[trial_dir]}
             read = read_trial(fs, f"{batch_dir}/{trial_dir}", present, key, int(trial_dir))
@@ -218,7 +219,7 @@ def _read_workload(fs: Storage, workload: str, spec: StudySpec | None, damaged: 
                 continue  # damaged, or not started yet
             trial, table = read
             trial_id = int(trial.get("trial_id", trial_dir))
-            problem = unplanned(meta, spec, trial_id) if spec is not None else None
+            problem = unplanned(planned, trial_id) if planned is not None else None
             if problem:
                 damaged.append(Damage(fs.url(f"{batch_dir}/{trial_dir}/metadata.json"), problem,
                                       f"trial {key}/{trial_id} left out", key, trial_id))
