@@ -79,28 +79,23 @@ def trial_timing_problem(metadata: dict, batch_size: int | None = None) -> str |
     >= 0. Each may be absent or null (older stores, the paper's data)."""
     steps = _real(metadata.get("steps"))
     steps = steps if steps is not None and math.isfinite(steps) and steps >= 1 else None
-    train = metadata.get("train_seconds")
-    if train is not None:
-        value = _real(train)
+    batch = _real(metadata.get("batch_size") if batch_size is None else batch_size)
+    for key, unit in (("train_seconds", " of seconds"), ("examples_per_second", ""),
+                      ("wall_time", " of seconds")):
+        raw = metadata.get(key)
+        if raw is None:
+            continue
+        value = _real(raw)
         if value is None or not math.isfinite(value) or value < 0:
-            return f"has train_seconds {_shown(train)}, not a finite number of seconds >= 0"
-        if value > 0 and steps is not None and seconds_per_step_problem(value / steps):
-            return (f"has train_seconds {_shown(train)} over {steps:g} steps: "
+            return f"has {key} {_shown(raw)}, not a finite number{unit} >= 0"
+        if key == "train_seconds" and value > 0 and steps is not None \
+                and seconds_per_step_problem(value / steps):
+            return (f"has train_seconds {_shown(raw)} over {steps:g} steps: "
                     f"{value / steps:.3g} s per step, outside physical bounds; {BOUNDS_TEXT}")
-    rate = metadata.get("examples_per_second")
-    if rate is not None:
-        value = _real(rate)
-        if value is None or not math.isfinite(value) or value < 0:
-            return f"has examples_per_second {_shown(rate)}, not a finite number >= 0"
-        batch = _real(metadata.get("batch_size") if batch_size is None else batch_size)
-        if value > 0 and batch and batch > 0 and seconds_per_step_problem(batch / value):
-            return (f"has examples_per_second {_shown(rate)} at batch size {batch:g}: "
+        if key == "examples_per_second" and value > 0 and batch and batch > 0 \
+                and seconds_per_step_problem(batch / value):
+            return (f"has examples_per_second {_shown(raw)} at batch size {batch:g}: "
                     f"{batch / value:.3g} s per step, outside physical bounds; {BOUNDS_TEXT}")
-    wall = metadata.get("wall_time")
-    if wall is not None:
-        value = _real(wall)
-        if value is None or not math.isfinite(value) or value < 0:
-            return f"has wall_time {_shown(wall)}, not a finite number of seconds >= 0"
     return None
 
 
