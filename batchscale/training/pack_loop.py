@@ -36,12 +36,12 @@ from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMET
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.pack_groups import in_lockstep, pack_groups
+from batchscale.training.pack_mode import choose_pack_mode, mode_metadata, probe_rates
 from batchscale.training.signals import Stopped
 from batchscale.training.task_losses import loss_targets
 from batchscale.training.trainer import resolve_parameters, trial_seed
 from batchscale.training.trial_lifecycle import FLUSH_SECONDS, TrialLife, crossing_board, trial_metadata
 from batchscale.workloads.data_order import EpochPermutations
-from batchscale.workloads.defaults import pack_capacity
 from batchscale.workloads.models.user_model import model_parameters
 
 CHUNK_SECONDS = 1.0  # target wall time of one compiled chunk: how soon a stop is noticed
@@ -68,8 +68,9 @@ class TrialRun:
 def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, log,
                    stop, width: int | None = None) -> list[dict]:
     """Train ``trials`` (one batch size, none finished), ``width`` of them vmapped at once
-    (default: ``vmap_width``); return their metadata. ``store``: the study's store, handed
-    to each trial's ``TrialLife``."""
+    (default: the mode ``pack_mode.choose_pack_mode`` chooses, by the study's profile or a
+    probe through this pack's own step); return their metadata. ``store``: the study's
+    store, handed to each trial's ``TrialLife``."""
     import jax.numpy as jnp
 
     from batchscale.training.evaluator import Evaluator
@@ -109,16 +110,26 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
         steps = {key: PackStep(m, spec.schedule, spec.workload.optimizer, l2, pipeline.num_outputs,
                                pipeline.task) for key, m in models.items()}
 
+        def probe(wide: int) -> dict:  # the first model's trials, through the pack's own step
+            key = _model_key(trials[0])
+            alike = [i for i, r in enumerate(runs) if _model_key(r.trial) == key] * wide
+            return probe_rates(spec, steps[key], [arrays[i] for i in alike[:wide]],
+                               [runs[i].params for i in alike[:wide]],
+                               [evaluators[i] for i in alike[:wide]], x_all, y_all, batch_size, wide)
+
+        mode = choose_pack_mode(spec, store, trials, probe, log, width)
+
     def group(key: str, members: list[int], slots: list[int | None]):
-        for i in members:  # until now: data loading, model builds (and earlier groups)
+        for i in members:  # until now: data loading, model builds, the probe (and earlier groups)
             runs[i].life.metadata["pack_setup_seconds"] = time.time() - started
+            runs[i].life.metadata.update(mode_metadata(mode, len(slots)))
         return _Loop(spec, steps[key],
                      [runs[members[i]] if i is not None else None for i in slots],
                      [arrays[members[i if i is not None else 0]] for i in slots],
                      [evaluators[members[i if i is not None else 0]] for i in slots],
                      x_all, y_all, time.time(), log, stop)
 
-    groups = _model_groups(runs, max(1, width or vmap_width(spec)))
+    groups = _model_groups(runs, mode.width)  # a checkpoint's width wins (pack_groups)
     if spec.protocol.lockstep:  # every group at once, evaluation by evaluation
         in_lockstep([group(*g) for g in groups], FLUSH_SECONDS)
     else:  # one group after another: one group's arrays on the device at a time
@@ -144,19 +155,6 @@ def _model_groups(runs: list[TrialRun], width: int) -> list[tuple[str, list[int]
     return [(key, [members[m] for m in group], slots)
             for key, members in by_model.items()
             for group, slots in pack_groups([runs[i] for i in members], width)]
-
-
-def vmap_width(spec: StudySpec) -> int:
-    """How many trials of a pack train vmapped at once: on accelerators the workload's
-    ``pack_capacity``; on CPUs one. Measured on 2 CPU cores, a vmapped step gives little
-    more than one trial at a time (see benchmarks/README.md), while every trial that
-    finishes early keeps its slot of a vmapped pack busy until the pack ends; one at a
-    time, a CPU pack still pays imports, data loading and compilation once."""
-    from batchscale.training.keras_setup import on_cpu
-
-    if on_cpu():
-        return 1
-    return pack_capacity(spec.workload.dataset, spec.workload.model)
 
 
 def _new_run(store, spec, trial, pipeline, seed, max_steps, pack_size, log, board) -> TrialRun:
