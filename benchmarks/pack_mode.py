@@ -7,7 +7,10 @@ measures (vmapped against turns, training and evaluation), what it costs, and th
 SPEC defaults to the quickstart; the store (default ./batchscale-store) must hold its data
 set prepared (``batchscale prepare``) or it is prepared. Each repeat probes every batch
 size once, in order (repeat 1: all batch sizes, then repeat 2: ...), so the repeats of one
-batch size are minutes apart on a machine whose load varies. Prints one Markdown table.
+batch size are minutes apart on a machine whose load varies. Prints one Markdown table
+(an empty "eval ms/trial vmapped": not measured, as vmapped lost even with free
+evaluations). "probe s" is the standalone probe, which compiles both modes; inside a pack
+the chosen mode's compilation is the pack's own.
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ def main() -> None:
             wall = time.perf_counter() - tick
             r, s, e = m["rates"], m["step_rates"], m["evaluation_seconds"]
             rows.append((b, width, repeat + 1, s[VMAPPED], s[TURNS], s[VMAPPED] / s[TURNS],
-                         1000 * e[VMAPPED] / width, 1000 * e[TURNS], m["evaluations"], m["steps"],
+                         1000 * e.get(VMAPPED, float("nan")) / width, 1000 * e[TURNS],
+                         m["evaluations"], m["steps"],
                          r[VMAPPED], r[TURNS], r[VMAPPED] / r[TURNS], choose(r, margin_of(spec)), wall))
             print(" | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in rows[-1]), flush=True)
     print(f"load average after: {os.getloadavg()}; margin {margin_of(spec)}")

@@ -15,8 +15,10 @@ of ``width`` trials vmapped against one trial at width 1, each through the same
 ``vmapped_step.PackStep`` a pack trains with (``step_timing.probe_pack``, timed by
 ``step_timing.timed_steps``), turns and vmapped interleaved twice (A, B, A, B) against a
 busy machine's drift, and one evaluation of each (a vmapped group evaluates its trials in
-one call, turns evaluate one trial at a time), weighed by the evaluations the trial's grid
-makes over its budget: the rate compared is of a whole trial, training and evaluation.
+one call, turns evaluate one trial at a time; vmapped's is skipped where even free
+evaluations would leave it short of the margin), weighed by the evaluations the trial's
+grid makes over its budget: the rate compared is of a whole trial, training and
+evaluation.
 Vmapped is chosen only when it is at least ``MARGIN`` times faster (``choose``).
 
 The choice is cached in the study's profile (``store.profiles.write_pack_mode``,
@@ -52,7 +54,7 @@ VMAPPED, TURNS = "vmapped", "turns"
 # "Pack mode").
 MARGIN = 2.0
 FULL_MARGIN = 1.2
-PROBE_SECONDS = 0.2  # timed training per mode and round (two rounds, interleaved) ...
+PROBE_SECONDS = 0.1  # timed training per mode and round (two rounds, interleaved) ...
 PROBE_MIN_STEPS = 1  # ... and at least this many steps per round (after one warm-up step)
 PROBE_MAX_STEPS = 300
 # Set to "turns" or "vmapped" to skip the measurement (a fixed mode, e.g. for tests that
@@ -196,9 +198,10 @@ def probe_rates(spec: StudySpec, step_fn, arrays: list[dict], params: list[dict]
     ``params`` and ``evaluators``, on data orders of their own (the trials' are not
     touched). Returns ``rates`` (training and evaluation of a whole trial over its budget),
     ``step_rates`` (training only), ``evaluation_seconds`` (one evaluation of the group:
-    ``width`` trials vmapped, one trial in turns), ``steps`` and ``evaluations`` (a trial's
-    budget and grid, which weigh them), ``probe_seconds`` (what the probe cost),
-    ``measured``, ``source``."""
+    ``width`` trials vmapped, one trial in turns; vmapped's only where it could change the
+    choice, else its rate is its training-only one, an upper bound), ``steps`` and
+    ``evaluations`` (a trial's budget and grid, which weigh them), ``probe_seconds`` (what
+    the probe cost), ``measured``, ``source``."""
     from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS
     from batchscale.training.evaluation_grid import evaluation_steps
     from batchscale.training.step_timing import now_iso
@@ -217,13 +220,18 @@ def probe_rates(spec: StudySpec, step_fn, arrays: list[dict], params: list[dict]
         for mode, pack in packs.items():
             n, took, pack[1] = _timed(pack, x_all, y_all, warm)
             steps[mode], seconds[mode] = steps[mode] + n, seconds[mode] + took
-    evaluation = {mode: _evaluation_seconds(pack, evaluators[:widths[mode]], x_all)
-                  for mode, pack in packs.items()}
     budget = spec.max_steps[batch_size]
     evaluations = len(evaluation_steps(budget, spec.evaluation.resolution))
     step_rates = {m: widths[m] * steps[m] / seconds[m] for m in widths}
-    rates = {m: widths[m] * budget / (budget * widths[m] / step_rates[m] + evaluations * evaluation[m])
-             for m in widths}
+    # turns' evaluation compiles what the pack reuses when it takes turns; vmapped's is
+    # measured only where it could change the choice: vmapped with free evaluations
+    # (its training-only rate) must beat turns by the margin, or it loses anyway
+    evaluation = {TURNS: _evaluation_seconds(packs[TURNS], evaluators[:1], x_all)}
+    turns_rate = budget / (budget / step_rates[TURNS] + evaluations * evaluation[TURNS])
+    if step_rates[VMAPPED] >= margin_of(spec) * turns_rate:
+        evaluation[VMAPPED] = _evaluation_seconds(packs[VMAPPED], evaluators[:width], x_all)
+    rates = {m: widths[m] * budget / (budget * widths[m] / step_rates[m]
+                                      + evaluations * evaluation.get(m, 0.0)) for m in widths}
     return {"rates": rates, "step_rates": step_rates, "evaluation_seconds": evaluation,
             "steps": budget, "evaluations": evaluations,
             "probe_seconds": time.perf_counter() - started, "measured": now_iso(), "source": "probe"}
