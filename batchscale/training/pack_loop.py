@@ -9,8 +9,9 @@ A finished trial's slot is trained on and ignored until the pack ends (see
 ``_Loop._finish_some``): a pack's width never changes while it trains. Under a protocol
 that trains in ``lockstep`` (one that races) a pack's groups (``pack_groups``: one trial
 each where the pack takes turns, ``pack_mode``; trials of a user's model whose model
-parameters differ in groups apart, ``_model_groups``) train interleaved, evaluation by evaluation, so the earliest goal crossing
-is known before any trial trains past it; otherwise one group after another.
+parameters differ in groups apart, ``_model_groups``) train interleaved, evaluation by
+evaluation, so the earliest goal crossing is known before any trial trains past it;
+otherwise one group after another.
 
 Checkpoints hold, per unfinished trial, its variables, optimizer state, step, data-order
 position, measurement rows so far, and its pack's width, its position in it and the
