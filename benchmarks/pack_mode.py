@@ -34,7 +34,7 @@ def main() -> None:
     from batchscale.search.trials import make_trials
     from batchscale.store.layout import StudyStore
     from batchscale.training.keras_setup import select_backend
-    from batchscale.training.pack_mode import TURNS, VMAPPED, choose, margin_of, pack_width, standalone_probe
+    from batchscale.training.pack_mode import MARGIN, TURNS, VMAPPED, choose, pack_width, standalone_probe
     from batchscale.validation import parse_spec
     from batchscale.validation.spec_files import load_spec_dict
     from batchscale.workloads.dataset_registry import dataset_for, open_pipeline
@@ -60,9 +60,9 @@ def main() -> None:
             rows.append((b, width, repeat + 1, s[VMAPPED], s[TURNS], s[VMAPPED] / s[TURNS],
                          1000 * e.get(VMAPPED, float("nan")) / width, 1000 * e[TURNS],
                          m["evaluations"], m["steps"],
-                         r[VMAPPED], r[TURNS], r[VMAPPED] / r[TURNS], choose(r, margin_of(spec)), wall))
+                         r[VMAPPED], r[TURNS], r[VMAPPED] / r[TURNS], choose(r, MARGIN), wall))
             print(" | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in rows[-1]), flush=True)
-    print(f"load average after: {os.getloadavg()}; margin {margin_of(spec)}")
+    print(f"load average after: {os.getloadavg()}; margin {MARGIN}")
     print("| batch | width | repeat | step rate vmapped | step rate turns | ratio | eval ms/trial vmapped "
           "| eval ms/trial turns | evaluations | budget | trial rate vmapped | trial rate turns | ratio "
           "| chosen | probe s |")

@@ -7,19 +7,19 @@ A pack of trials of one batch size can share the device two ways (``pack_loop``)
 - **turns**: one trial at a time through one compiled width-1 step, group after group
   (a pack still pays imports, data loading and compilation once).
 
-Which is faster depends on the device and the model, not on a rule: a GPU leaves one small
-trial's step mostly idle (FC-128-128 at batch 128 on an H100: 15.7x the trial-steps of one
-trial with 64 vmapped), while two CPU cores gain little or nothing. So at a pack's start
-(``choose_pack_mode``) a short probe times both (``probe_rates``): trial-steps per second
-of ``width`` trials vmapped against one trial at width 1, each through the same
-``vmapped_step.PackStep`` a pack trains with (``step_timing.probe_pack``, timed by
-``step_timing.timed_steps``), turns and vmapped interleaved twice (A, B, A, B) against a
-busy machine's drift, and one evaluation of each (a vmapped group evaluates its trials in
-one call, turns evaluate one trial at a time; vmapped's is skipped where even free
-evaluations would leave it short of the margin), weighed by the evaluations the trial's
-grid makes over its budget: the rate compared is of a whole trial, training and
-evaluation.
-Vmapped is chosen only when it is at least ``MARGIN`` times faster (``choose``).
+Which is faster depends on the device and the model, not on a rule: a GPU leaves one
+small trial's step mostly idle (FC-128-128 at batch 128 on an H100: 15.7x the trial-steps
+of one trial with 64 vmapped), while two CPU cores gain little or nothing. So at a pack's
+start (``choose_pack_mode``) a short probe times both (``probe_rates``): trial-steps per
+second of ``width`` trials vmapped against one trial at width 1, copies of the pack's
+first trials through the pack's own ``vmapped_step.PackStep`` (so the chosen mode's
+compilation is the pack's), timed by ``step_timing.timed_steps``, turns and vmapped
+interleaved twice (A, B, A, B) against a busy machine's drift, and one evaluation of each
+(a vmapped group evaluates its trials in one call, turns evaluate one trial at a time;
+vmapped's is skipped where even free evaluations would leave it short of the margin),
+weighed by the evaluations the trial's grid makes over its budget: the rate compared is
+of a whole trial, training and evaluation. Vmapped is chosen only when it is at least
+``MARGIN`` times faster (``choose``).
 
 The choice is cached in the study's profile (``store.profiles.write_pack_mode``,
 ``profile/pack_modes/``), per (model, batch size, device kind, precision, width): a later
@@ -45,15 +45,14 @@ from batchscale.core.spec import StudySpec, TrialSpec
 
 VMAPPED, TURNS = "vmapped", "turns"
 # Vmapped only when at least this many times faster than turns (the rates of whole trials,
-# evaluation included). Under a protocol that stops trials early, a vmapped group's
-# finished trials keep their slots training until its last trial ends: in the quickstart
-# (goal protocol, 10-15 trials per batch size) the trials used 47-63% of the trial-steps a
-# vmapped group of them would train (sum of steps / (trials x the longest)), so vmapped
-# pays only beyond about 1/0.5 = 2x. Where every trial trains its budget (``full``) that
-# waste is gone; what remains is the probe's noise on a busy machine (benchmarks/README.md,
-# "Pack mode").
+# evaluation included), for two measured reasons (benchmarks/README.md, "Pack mode"):
+# under a protocol that stops trials early, a vmapped group's finished trials keep their
+# slots training until its last trial ends: in the quickstart (goal protocol, 10-15 trials
+# per batch size) the trials used 47-63% of the trial-steps a vmapped group of them would
+# train (sum of steps / (trials x the longest)), so vmapped pays only beyond about 2x; and
+# on a busy CPU repeated probes of one key differed up to 2x (0.82 and 1.68 at batch 8).
+# A GPU's measured gain is 3-9x, far above.
 MARGIN = 2.0
-FULL_MARGIN = 1.2
 PROBE_SECONDS = 0.1  # timed training per mode and round (two rounds, interleaved) ...
 PROBE_MIN_STEPS = 1  # ... and at least this many steps per round (after one warm-up step)
 PROBE_MAX_STEPS = 300
@@ -85,11 +84,6 @@ def forced_mode() -> str | None:
         raise ValueError(f"{MODE_VARIABLE}: {value!r} is not a pack mode; allowed: "
                          f"{', '.join(_FORCED)} (measure, the default, when unset)")
     return value if value in (TURNS, VMAPPED) else None
-
-
-def margin_of(spec: StudySpec) -> float:
-    """How much faster vmapped must be: ``MARGIN`` where trials stop early, else ``FULL_MARGIN``."""
-    return MARGIN if spec.protocol.early_stopping else FULL_MARGIN
 
 
 def choose(rates: dict, margin: float = MARGIN) -> str:
@@ -152,8 +146,7 @@ def choose_pack_mode(spec: StudySpec, store, trials: list[TrialSpec], probe, log
         log(f"pack-mode probe at batch size {batch_size} failed, the pack takes turns: "
             f"{type(err).__name__}: {err}")
         return PackMode(TURNS, 1, "probe failed")
-    margin = margin_of(spec)
-    record = {**key, **measured, "margin": margin, "chosen": choose(measured["rates"], margin)}
+    record = {**key, **measured, "margin": MARGIN, "chosen": choose(measured["rates"], MARGIN)}
     try:
         path = write_pack_mode(store.fs, spec.name, record)
     except ValueError as err:  # outside the bounds every reader applies: not written
@@ -161,7 +154,7 @@ def choose_pack_mode(spec: StudySpec, store, trials: list[TrialSpec], probe, log
         return PackMode(TURNS, 1, "probe failed")
     rates = record["rates"]
     log(f"pack mode at batch size {batch_size}: {record['chosen']} (probe: {wide} vmapped "
-        f"{rates[VMAPPED]:.0f} trial-steps/s, turns {rates[TURNS]:.0f}, margin {margin:g}; "
+        f"{rates[VMAPPED]:.0f} trial-steps/s, turns {rates[TURNS]:.0f}, margin {MARGIN:g}; "
         f"{record['probe_seconds']:.1f} s)")
     return _mode(record, "probe", path)
 
@@ -228,7 +221,7 @@ def probe_rates(spec: StudySpec, step_fn, arrays: list[dict], params: list[dict]
     # (its training-only rate) must beat turns by the margin, or it loses anyway
     evaluation = {TURNS: _evaluation_seconds(packs[TURNS], evaluators[:1], x_all)}
     turns_rate = budget / (budget / step_rates[TURNS] + evaluations * evaluation[TURNS])
-    if step_rates[VMAPPED] >= margin_of(spec) * turns_rate:
+    if step_rates[VMAPPED] >= MARGIN * turns_rate:
         evaluation[VMAPPED] = _evaluation_seconds(packs[VMAPPED], evaluators[:width], x_all)
     rates = {m: widths[m] * budget / (budget * widths[m] / step_rates[m]
                                       + evaluations * evaluation.get(m, 0.0)) for m in widths}

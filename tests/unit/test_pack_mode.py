@@ -17,7 +17,6 @@ from batchscale.store.profiles import (
     write_pack_mode,
 )
 from batchscale.training.pack_mode import (
-    FULL_MARGIN,
     MARGIN,
     MODE_VARIABLE,
     TURNS,
@@ -26,7 +25,6 @@ from batchscale.training.pack_mode import (
     choose,
     choose_pack_mode,
     forced_mode,
-    margin_of,
     mode_metadata,
     pack_width,
 )
@@ -48,12 +46,6 @@ def test_vmapped_is_chosen_only_beyond_the_margin():
     assert choose({VMAPPED: 1300.0, TURNS: 1000.0}, 1.2) == VMAPPED
     assert choose({VMAPPED: 500.0, TURNS: 1000.0}, 1.0) == TURNS
     assert choose({TURNS: 1000.0}) == TURNS and choose({VMAPPED: 5.0}) == TURNS  # one side missing
-
-
-def test_the_margin_is_wider_where_trials_stop_early(tmp_path):
-    goal = parse_spec(tiny_spec_dict(str(tmp_path)))
-    full = parse_spec(tiny_spec_dict(str(tmp_path), protocol="full"))
-    assert margin_of(goal) == MARGIN > margin_of(full) == FULL_MARGIN > 1
 
 
 @pytest.mark.parametrize("change, named", [
