@@ -37,7 +37,7 @@ from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMET
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.pack_groups import in_lockstep, pack_groups
-from batchscale.training.pack_mode import choose_pack_mode, mode_metadata, probe_rates
+from batchscale.training.pack_mode import TURNS, PackMode, choose_pack_mode, mode_metadata, probe_rates
 from batchscale.training.signals import Stopped
 from batchscale.training.task_losses import loss_targets
 from batchscale.training.trainer import resolve_parameters, trial_seed
@@ -118,7 +118,10 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
                                [runs[i].params for i in alike[:wide]],
                                [evaluators[i] for i in alike[:wide]], x_all, y_all, batch_size, wide)
 
-        mode = choose_pack_mode(spec, store, trials, probe, log, width)
+        if width is None and all(run.width is not None for run in runs):
+            mode = PackMode(TURNS, 1, "checkpoint")  # every trial resumes at its own width
+        else:
+            mode = choose_pack_mode(spec, store, trials, probe, log, width)
 
     def group(key: str, members: list[int], slots: list[int | None]):
         for i in members:  # until now: data loading, model builds, the probe (and earlier groups)

@@ -67,7 +67,8 @@ class PackMode:
     """A pack's mode: ``width`` trials per vmapped group (1: turns); ``source`` what
     decided it ("probe", "profile": a cached record, "given": a caller's ``width``, "one
     trial": nothing to vmap, ``MODE_VARIABLE``: fixed by the environment, "probe
-    failed": turns); ``record`` and ``path`` the pack-mode record that did."""
+    failed": turns, "checkpoint": every trial resumes at its checkpoint's width, nothing
+    to choose); ``record`` and ``path`` the pack-mode record that did."""
 
     mode: str
     width: int
