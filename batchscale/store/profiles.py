@@ -101,3 +101,29 @@ def read_plan(fs: Storage, study: str) -> dict | None:
 
 def write_plan(fs: Storage, study: str, plan: dict) -> None:
     fs.write_text(f"{study}/{PLAN}", json.dumps(plan, indent=2))
+
+
+# Pack-mode records (profile/pack_modes/<key>.json): a measured choice between pack modes.
+# A minimal reader and writer for the planner's mixed-pack grouping; the "mode" helper's
+# fuller version (branch i27-mode, with its checks) replaces these two at merge.
+PACK_MODES = "profile/pack_modes"
+
+
+def read_pack_modes(fs: Storage, study: str) -> list[dict]:
+    """Every pack-mode record of ``study`` that is a JSON object ([] if none)."""
+    folder = f"{study}/{PACK_MODES}" if study else PACK_MODES
+    out = []
+    for name in sorted(fs.list_files(folder)):
+        if name.endswith(".json"):
+            value, problem = read_json_object(fs, f"{folder}/{name.rsplit('/', 1)[-1]}")
+            if not problem:
+                out.append(value)
+    return out
+
+
+def write_pack_mode(fs: Storage, study: str, record: dict) -> None:
+    """Write one pack-mode record, named by its key (a newer one of the key replaces it)."""
+    key = "-".join(str(record.get(k, "")) for k in ("model", "batch_sizes", "device_kind",
+                                                    "precision", "width"))
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".json"
+    fs.write_text(f"{study}/{PACK_MODES}/{name}", json.dumps(record, indent=2))
