@@ -56,6 +56,8 @@ def mix_packs(spec: StudySpec, store: StudyStore, packs: list[PackSpec], pack_si
     todo: dict[int, list[int]] = {}
     for pack in packs:
         todo.setdefault(pack.batch_size, []).extend(pack.trial_ids)
+    if len(todo) < 2:  # nothing to mix: the profile is not even listed
+        return packs
     groups = mixed_groups(spec, read_pack_modes(store.fs, spec.name), todo)
     if not groups:
         return packs
