@@ -24,6 +24,8 @@ trainers. One record allows the batch sizes it names to share packs when
   ``rates["mixed"] x useful > rates["separate"]`` (batch sizes 8 and 16 of the
   quickstart, budgets 5,000 and 4,000, 10 trials each: useful = 0.9, so mixed must measure
   more than 1.11x separate);
+- it is the latest record of its batch sizes on that device kind (a newer measurement of
+  the same batch sizes, at another width, that chose ``separate`` wins);
 - every one of its batch sizes has trials to train in this stage. The measurement holds
   for that set (its padding, its largest batch size), not for a part of it; a later round
   that tops up only some of them packs them as before.
@@ -81,12 +83,14 @@ def mixed_groups(spec: StudySpec, records: list[dict],
     """The groups of batch sizes whose trials in ``todo`` (batch size -> trial ids to
     train) share packs, by the rule of the module docstring; [] when none."""
     kind = study_device_kind(records)
-    usable = []
-    for record in records:
+    latest: dict[tuple[int, ...], dict] = {}  # batch sizes -> their latest record on this device
+    for record in sorted(records, key=_measured):
         sizes = mixing_sizes(spec, record)
-        if sizes is None or record.get("device_kind") != kind:
-            continue
-        if not all(todo.get(b) for b in sizes):
+        if sizes is not None and record["device_kind"] == kind:
+            latest[sizes] = record
+    usable = []
+    for sizes, record in latest.items():
+        if record["chosen"] != "mixed" or not all(todo.get(b) for b in sizes):
             continue
         gain = budget_counted_gain(spec, record["rates"], {b: len(todo[b]) for b in sizes})
         if gain > 1.0:
@@ -100,9 +104,8 @@ def mixed_groups(spec: StudySpec, records: list[dict],
 
 
 def mixing_sizes(spec: StudySpec, record: dict) -> tuple[int, ...] | None:
-    """The sorted batch sizes of a record that may mix this study's trials, or None: the
-    record is of one batch size, of another model or precision, chose ``separate``, or is
-    malformed."""
+    """The sorted batch sizes of a record that measured mixing this study's trials, or
+    None: the record is of one batch size, of another model or precision, or malformed."""
     sizes = record.get("batch_sizes")
     if not isinstance(sizes, list) or len(sizes) < 2:
         return None
@@ -110,7 +113,7 @@ def mixing_sizes(spec: StudySpec, record: dict) -> tuple[int, ...] | None:
         return None
     if len(set(sizes)) != len(sizes) or not set(sizes) <= set(spec.batch_sizes):
         return None
-    if (record.get("chosen") != "mixed" or record.get("model") != spec.workload.model
+    if (record.get("chosen") not in ("mixed", "separate") or record.get("model") != spec.workload.model
             or record.get("precision") != spec.workload.precision
             or not isinstance(record.get("device_kind"), str)):
         return None
@@ -131,9 +134,13 @@ def budget_counted_gain(spec: StudySpec, rates: dict, counts: dict[int, int]) ->
 def study_device_kind(records: list[dict]) -> str | None:
     """The device kind of the study's most recently measured pack-mode record (None: no
     record says one)."""
-    dated = [(r.get("measured") if isinstance(r.get("measured"), str) else "", r["device_kind"])
-             for r in records if isinstance(r.get("device_kind"), str)]
+    dated = [(_measured(r), r["device_kind"]) for r in records if isinstance(r.get("device_kind"), str)]
     return max(dated)[1] if dated else None
+
+
+def _measured(record: dict) -> str:
+    """When a record was measured (ISO time; "" when it does not say: the oldest)."""
+    return record["measured"] if isinstance(record.get("measured"), str) else ""
 
 
 def _positive(value) -> bool:

@@ -86,6 +86,9 @@ def test_the_grouping_follows_the_measurement_of_this_device_model_and_precision
     # measured on another device, since replaced by a newer record of this one (a CPU run)
     cpu = _record(spec, sizes=(64,), mixed=1.0, device_kind="cpu", measured="2026-11-26T21:00:00")
     assert mixed_groups(spec, [_record(spec), cpu], todo) == []
+    # a newer measurement of the same batch sizes (another width) that chose separate wins
+    newer = _record(spec, mixed=1.0, separate=2.0, width=64, measured="2026-11-26T20:30:00+00:00")
+    assert mixed_groups(spec, [newer, _record(spec)], todo) == []
     # budgets 400, 400, 360: 97% of the slot-steps train, so 1.02x measured does not pay
     assert mixed_groups(spec, [_record(spec, mixed=1.02)], todo) == []
     assert mixed_groups(spec, [_record(spec, mixed=1.05)], todo) == [(2, 4, 8)]
@@ -98,7 +101,7 @@ def test_the_grouping_follows_the_measurement_of_this_device_model_and_precision
     {"batch_sizes": [2]}, {"batch_sizes": "2,4"}, {"batch_sizes": [2, 2]}, {"batch_sizes": [2, True]},
     {"batch_sizes": [2.0, 4.0]}, {"rates": {"mixed": float("nan"), "separate": 1.0}},
     {"rates": {"mixed": 3.0}}, {"rates": [3.0, 1.0]}, {"rates": {"mixed": "3", "separate": 1}},
-    {"chosen": None}, {"device_kind": 7}, {"model": None}])
+    {"chosen": None}, {"chosen": "vmapped"}, {"device_kind": 7}, {"model": None}])
 def test_a_malformed_record_is_never_believed(bad):
     spec = _spec()
     assert mixed_groups(spec, [_record(spec, **bad)], {b: [1] for b in SMALL}) == []
