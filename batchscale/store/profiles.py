@@ -109,15 +109,19 @@ def write_plan(fs: Storage, study: str, plan: dict) -> None:
 PACK_MODES = "profile/pack_modes"
 
 
-def read_pack_modes(fs: Storage, study: str) -> list[dict]:
-    """Every pack-mode record of ``study`` that is a JSON object ([] if none)."""
+def read_pack_modes(fs: Storage, study: str, log=None) -> list[dict]:
+    """Every pack-mode record of ``study`` that is a JSON object ([] if none); ``log``
+    gets one line per file left out."""
     folder = f"{study}/{PACK_MODES}" if study else PACK_MODES
     out = []
     for name in sorted(fs.list_files(folder)):
         if name.endswith(".json"):
-            value, problem = read_json_object(fs, f"{folder}/{name.rsplit('/', 1)[-1]}")
+            path = f"{folder}/{name.rsplit('/', 1)[-1]}"
+            value, problem = read_json_object(fs, path)
             if not problem:
                 out.append(value)
+            elif log is not None:
+                log(f"pack-mode record {fs.url(path)} {problem}; left out")
     return out
 
 
