@@ -117,7 +117,9 @@ def test_a_stage_mixes_the_measured_batch_sizes_and_the_task_names_them(tmp_path
     spec, lines = _spec(str(tmp_path)), []
     store = StudyStore(spec.store)
     write_pack_mode(store.fs, spec.name, _record(spec, sizes=(2, 8)))
+    store.fs.write_text(f"{spec.name}/profile/pack_modes/torn.json", '{"batch_sizes": [4, 6')
     packs = plan_stage(spec, store, 1, 4, log=lines.append)
+    assert any("profile/pack_modes/torn.json" in line and "left out" in line for line in lines)
     assert [p.pack_id for p in packs] == ["b2-t1-2+b8-t1", "b2-t3-4+b8-t2-3", "b2-t5+b8-t4-5",
                                           "b4-t1-2", "b4-t3-5", "b64-t1-2", "b64-t3-5"]
     assert packs[3:] == split_trials(4, [1, 2, 3, 4, 5], 4) + split_trials(64, [1, 2, 3, 4, 5], 4)
