@@ -69,11 +69,11 @@ def split_trials(batch_size: int, trial_ids: list[int], pack_size: int) -> list[
 
 def mix_trials(todo: dict[int, list[int]], pack_size: int) -> list[PackSpec]:
     """Trials of several batch sizes (``todo``: batch size -> trial ids) in the fewest
-    packs of at most ``pack_size`` trials in all, each pack holding an even share of
-    every batch size, so the packs take about as long as each other and each pads its
-    step to the same largest batch size. The trials are lined up by their relative place
-    in their own batch size (ties: the smaller batch size first) and cut into even runs;
-    a pack whose run holds one batch size is a plain pack."""
+    packs of at most ``pack_size`` trials in all, each pack holding about an even share
+    of every batch size, so the packs take about as long as each other. The trials are
+    lined up by their relative place in their own batch size (ties: the smaller batch
+    size first) and cut into even runs; a pack whose run holds one batch size is a
+    plain pack."""
     if pack_size < 1:
         raise ValueError(f"pack size {pack_size} must be >= 1")
     ids = {b: sorted(todo[b]) for b in sorted(todo) if todo[b]}
