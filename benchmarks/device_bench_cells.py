@@ -4,7 +4,9 @@ of three modes, steady state only (``device_bench_table`` names the modes and re
 - ``vmapped``: one ``PackStep`` K trials wide (``user_model_gpu.Chunks``, built as
   ``step_timing.probe_pack`` builds a probe), ``run_chunk`` calls as a pack makes them;
 - ``turns``: one ``PackStep`` one trial wide, its K trials (the same metaparameters) each
-  training a chunk in turn through that one compiled step, what a CPU pack does;
+  training a chunk in turn through that one compiled step, what a CPU pack does. One
+  width-1 step per batch size serves these and the vmapped K = 1 cell (``OneStep``): it
+  compiles once, in the first of them (the others' compile seconds are 0);
 - ``scanned``: the hand-written pure-JAX model (``device_bench_reference.Scanned``).
 
 The timing protocol of every cell (``time_cell``): a first call of one unit (it compiles;
@@ -37,14 +39,16 @@ from user_model_gpu import Chunks, trial_parameters
 COMPILE_GUESS = 3.0  # seconds, before any compile of a model and mode was measured
 STEP_GUESS = 1e-3  # seconds of a pack step, before any was measured
 MAX_STEPS_A_CALL = 20_000
+MAX_INDICES_A_CALL = 1 << 25  # a timed call's batch indices, built on the host (256 MiB)
 
 
 class Vmapped:
-    """K trials in one PackStep K wide."""
+    """K trials in one PackStep K wide (K = 1: a trial of the batch size's width-1 step)."""
 
-    def __init__(self, spec, pipeline, width, x_all, y_all, batch_size):
-        self.pack, self.batch_size, self.unit_steps = Chunks(spec, pipeline, width, x_all,
-                                                             y_all), batch_size, 1
+    def __init__(self, spec, pipeline, width, x_all, y_all, batch_size, alone):
+        self.pack = (alone().sibling(trial_parameters(spec, 1)[0], spec.seed) if width == 1
+                     else Chunks(spec, pipeline, width, x_all, y_all))
+        self.batch_size, self.unit_steps, self.work = batch_size, 1, width * batch_size
 
     def run(self, units: int) -> tuple[float, float]:
         """(seconds, of them compiling) of ``units`` pack steps."""
@@ -52,13 +56,12 @@ class Vmapped:
 
 
 class Turns:
-    """The same K trials, each a chunk at a time through one width-1 PackStep."""
+    """The same K trials, each a chunk at a time through the batch size's width-1 step."""
 
-    def __init__(self, spec, pipeline, width, x_all, y_all, batch_size):
-        base = Chunks(spec, pipeline, 1, x_all, y_all)
-        self.trials = [base.sibling(p, spec.seed + i)
+    def __init__(self, spec, pipeline, width, x_all, y_all, batch_size, alone):
+        self.trials = [alone().sibling(p, spec.seed + i)
                        for i, p in enumerate(trial_parameters(spec, width))]
-        self.batch_size, self.unit_steps = batch_size, 1
+        self.batch_size, self.unit_steps, self.work = batch_size, 1, width * batch_size
 
     def run(self, units: int) -> tuple[float, float]:
         """Each trial trains ``units`` steps in its turn: (seconds, of them compiling)."""
@@ -84,7 +87,7 @@ class ScannedMode:
         self.orders = [EpochPermutations(pipeline.num_train_examples, batch_size, spec.seed + i)
                        for i in range(width)]
         self.x_all, self.y_all, self.batch_size = x_all, y_all, batch_size
-        self.unit_steps, self.finite = unit_steps, True
+        self.unit_steps, self.finite, self.work = unit_steps, True, width * batch_size
 
     def run(self, units: int) -> tuple[float, float]:
         steps = units * self.unit_steps
@@ -108,7 +111,8 @@ def time_cell(mode, target: float, repeats: int, left) -> tuple[list[float], flo
     if unit + repeats * max(target, unit) > left():
         return (f"over budget after its first call ({1e3 * unit / mode.unit_steps:.3g} ms a pack "
                 f"step; {max(left(), 0):.0f} s left)")
-    units = calibrated_units(mode.run, target, max(1, MAX_STEPS_A_CALL // mode.unit_steps))
+    most = max(1, min(MAX_STEPS_A_CALL, MAX_INDICES_A_CALL // mode.work) // mode.unit_steps)
+    units = calibrated_units(mode.run, target, most)
     per_step = [mode.run(units)[0] / (units * mode.unit_steps) for _ in range(repeats)]
     return per_step, compile_seconds, repeats * units * mode.unit_steps
 
@@ -126,7 +130,7 @@ def calibrated_units(run, target: float, most: int) -> int:
 
 
 def run_cell(spec, pipeline, x_all, y_all, mode_name: str, width: int, batch_size: int,
-             history: list[dict], flops: float | None, args, left) -> dict:
+             history: list[dict], flops: float | None, args, left, alone=None) -> dict:
     """One cell's record: measured, skipped (the deadline cannot afford it) or failed."""
     model = spec.workload.model
     step = predicted_unit_seconds(history, width * batch_size, STEP_GUESS)
@@ -145,7 +149,7 @@ def run_cell(spec, pipeline, x_all, y_all, mode_name: str, width: int, batch_siz
             mode = ScannedMode(spec, pipeline, width, x_all, y_all, batch_size, unit_steps)
         else:
             mode = (Vmapped if mode_name == "vmapped" else Turns)(spec, pipeline, width, x_all,
-                                                                 y_all, batch_size)
+                                                                 y_all, batch_size, alone)
         timed = time_cell(mode, args.target, args.repeats, left)
     except Exception as err:  # noqa: BLE001  (out of memory, say: the cell says so, the run goes on)
         return failed(model, batch_size, width, mode_name, err)
@@ -157,6 +161,20 @@ def run_cell(spec, pipeline, x_all, y_all, mode_name: str, width: int, batch_siz
     if mode_name == "scanned":
         cell["scan_length"] = unit_steps
     return cell
+
+
+class OneStep:
+    """A batch size's width-1 PackStep, built (and compiled) once, on first use, for the
+    vmapped K = 1 cell and every turns cell: their trials are its siblings
+    (``Chunks.sibling``), so a cell after the first pays no compile."""
+
+    def __init__(self, spec, pipeline, x_all, y_all):
+        self.arguments, self.pack = (spec, pipeline, 1, x_all, y_all), None
+
+    def __call__(self) -> Chunks:
+        if self.pack is None:
+            self.pack = Chunks(*self.arguments)
+        return self.pack
 
 
 def _finite(mode) -> bool:
@@ -176,10 +194,11 @@ def model_cells(spec, pipeline, x_all, y_all, args, left, flops: dict, on_cell) 
     history: dict[str, list[dict]] = {m: [] for m in args.modes}
     with training_scope(spec.backend, spec.workload.precision, 1, print):
         for batch_size in args.batch_sizes:
+            alone = OneStep(spec, pipeline, x_all, y_all)
             for width in args.widths:
                 for mode_name in args.modes:
                     cell = run_cell(spec, pipeline, x_all, y_all, mode_name, width, batch_size,
-                                    history[mode_name], flops.get(batch_size), args, left)
+                                    history[mode_name], flops.get(batch_size), args, left, alone)
                     history[mode_name].append(cell)
                     cells.append(cell)
                     print(f"  {spec.workload.model} batch {batch_size} K {width} {mode_name}: "

@@ -50,10 +50,14 @@ def run_study(root: str, smoke: bool, left, log) -> dict:
     stop_at = threading.Timer(max(left(), 0.0), os.kill, (os.getpid(), signal.SIGTERM))
     previous = signal.signal(signal.SIGTERM, _stop_between_packs)
     stop_at.start()
+    progress = {"packs": 0, "trials_done": 0}
     try:
-        return {**record, **_stages(spec, log), "status": "finished"}
+        return {**record, **_stages(spec, log, progress), "status": "finished"}
     except (Stopped, _BetweenPacks) as stop:
-        return {**record, "status": "stopped", "why": f"at its deadline ({stop})"}
+        said = getattr(stop, "message", None) or str(stop)
+        return {**record, **progress, "status": "stopped",
+                "why": f"at its deadline, after {progress['packs']} pack(s) and "
+                       f"{progress['trials_done']} trial(s) ({said})"}
     finally:
         stop_at.cancel()
         signal.signal(signal.SIGTERM, previous)
@@ -67,7 +71,7 @@ def _stop_between_packs(signum, frame):
     raise _BetweenPacks("SIGTERM between packs")
 
 
-def _stages(spec, log) -> dict:
+def _stages(spec, log, progress: dict) -> dict:
     from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
     from batchscale.pipelines.placement import pack_size_for
     from batchscale.rounds.planner import plan_stage, planned_trials
@@ -86,7 +90,6 @@ def _stages(spec, log) -> dict:
     prepare_dataset(store, dataset_for(spec.workload), log=log)
     data_seconds = time.perf_counter() - tick
     plan_seconds = pack_seconds = 0.0
-    packs = 0
     size = pack_size_for(spec, preset)
     for stage in range(1, spec.max_rounds + 1):
         started = time.perf_counter()
@@ -96,15 +99,16 @@ def _stages(spec, log) -> dict:
             started = time.perf_counter()
             check_user_workload(spec, files=False)  # what the pack task checks first
             check_model_source(spec, store, record=True)
-            run_pack(spec, pack_trials(spec, pack, store.read_rounds(spec, pack.batch_size)),
-                     store, log=log)
+            trials = pack_trials(spec, pack, store.read_rounds(spec, pack.batch_size))
+            run_pack(spec, trials, store, log=log)
             pack_seconds += time.perf_counter() - started
-            packs += 1
+            progress["packs"] += 1
+            progress["trials_done"] += len(trials)
     started = time.perf_counter()
     store.settle_budgets(spec, planned_trials(spec, store))
     answer = _answer(spec)
     report_seconds = time.perf_counter() - started
-    return {"preset": preset, "pack_size": size, "packs": packs,
+    return {"preset": preset, "pack_size": size, "packs": progress["packs"],
             "wall_seconds": time.perf_counter() - tick, "data_seconds": data_seconds,
             "plan_seconds": plan_seconds, "pack_seconds": pack_seconds,
             "report_seconds": report_seconds, **answer}

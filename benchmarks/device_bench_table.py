@@ -21,23 +21,29 @@ MODES = ("vmapped", "turns", "scanned")
 MODE_WORDS = {"vmapped": "vmapped (one PackStep K wide)",
               "turns": "turns (K trials through one width-1 step)",
               "scanned": "scanned JAX (K vmapped in lax.scan)"}
-# Cumulative shares of the whole budget at which each part must be done (start-up, data
-# loading and the first part's compiles come out of the first share); what one part
-# leaves unused passes to the next. The smoke mode's trimmed study on a CPU takes about
-# as long as its cells; a quickstart-size study on a GPU about a third of the run.
-PART_SHARES = {"profile": 0.15, "cells fc_128_128": 0.40, "cells simple_cnn_base": 0.66,
-               "study": 1.0}
-SMOKE_SHARES = {"profile": 0.2, "cells fc_128_128": 0.42, "cells simple_cnn_base": 0.55,
-                "study": 1.0}
+# Each part's weight in the budget: a part must be done by the sum of its own and the
+# earlier parts' shares (start-up, data loading and the first compiles come out of the
+# first); what one part leaves unused passes to the next. The smoke mode's trimmed study
+# on a CPU takes about as long as its cells; a quickstart-size study on a GPU about a
+# third of the run. Parts left out (``--no-study``, ``--models``) give their weight to the rest.
+PART_WEIGHTS = {"profile": 0.13, "cells fc_128_128": 0.22, "cells simple_cnn_base": 0.31,
+                "study": 0.34}
+SMOKE_WEIGHTS = {"profile": 0.2, "cells fc_128_128": 0.22, "cells simple_cnn_base": 0.13,
+                 "study": 0.45}
 
 
 class Budget:
-    """Seconds the whole run may take, from its start; each part gets a deadline at its
-    share (``PART_SHARES`` or the smoke mode's) of the budget."""
+    """Seconds the whole run may take, from its start; each of ``parts`` (in the order
+    they run) gets a deadline at its cumulative share of the budget (``weights``)."""
 
-    def __init__(self, seconds: float, shares: dict | None = None, clock=time.monotonic):
+    def __init__(self, seconds: float, parts, weights: dict | None = None,
+                 clock=time.monotonic):
         self.seconds, self.clock, self.start = float(seconds), clock, clock()
-        self.shares = shares or PART_SHARES
+        weights = weights or PART_WEIGHTS
+        total, running, self.shares = sum(weights[p] for p in parts), 0.0, {}
+        for part in parts:
+            running += weights[part] / total
+            self.shares[part] = running
 
     def deadline(self, part: str) -> float:
         return self.start + self.shares[part] * self.seconds
