@@ -32,7 +32,6 @@ lists any of those the run imported anyway: ``absent_there_but_imported``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -188,7 +187,7 @@ def main(argv=None) -> None:
     budget = Budget(args.budget, parts, SMOKE_WEIGHTS if args.smoke else None)
     load_before = os.getloadavg()
     from device_bench_study import run_study
-    from user_model_gpu import environment
+    from user_model_gpu import environment, write_results
 
     from batchscale.training.keras_setup import select_backend
 
@@ -204,11 +203,7 @@ def main(argv=None) -> None:
         result["environment"] = {**environment(ABSENT), "load_average_before": load_before}
         result["finished"] = final
         text = document(result)
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "device_bench.json"), "w") as fh:
-            json.dump({**result, "table": text}, fh, indent=1, default=str)
-        with open(os.path.join(args.out, "device_bench.md"), "w") as fh:
-            fh.write(text + "\n")
+        write_results(args.out, "device_bench", {**result, "table": text}, text, final)
         return text
 
     def part(name: str, run, *arguments):

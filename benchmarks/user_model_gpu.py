@@ -247,6 +247,16 @@ def environment(absent: tuple[str, ...] = ABSENT_ON_DEVICE) -> dict:
             "absent_there_but_imported": sorted(m for m in absent if m in sys.modules)}
 
 
+def write_results(out: str, name: str, result: dict, text: str, final: bool) -> None:
+    """``<name>.json`` (every number; ``finished`` false until the end) and ``<name>.md``
+    (the tables) into ``out``."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.json"), "w") as fh:
+        json.dump({**result, "finished": final}, fh, indent=1, default=str)
+    with open(os.path.join(out, f"{name}.md"), "w") as fh:
+        fh.write(text + "\n")
+
+
 def _load(triple) -> str:
     return "/".join(f"{x:.2f}" for x in triple) if triple else "?"
 
@@ -327,11 +337,7 @@ def main() -> None:
         result["total_seconds"] = time.perf_counter() - started
         result["environment"] = {**environment(), "load_average_before": load_before}
         text = tables(result)
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "user_model_gpu.json"), "w") as fh:
-            json.dump({**result, "finished": final}, fh, indent=1, default=str)
-        with open(os.path.join(args.out, "user_model_gpu.md"), "w") as fh:
-            fh.write(text + "\n")
+        write_results(args.out, "user_model_gpu", result, text, final)
         return text
 
     try:
