@@ -124,24 +124,24 @@ def with_model(spec, model: str):
 def profile(spec, pipeline, args, budget: Budget) -> list[dict]:
     """One trial's step time at each batch size and model, as ``time_steps`` records it;
     a probe the part's deadline cannot afford is skipped (predicted: the last probe's
-    wall time of the model)."""
+    wall time of the model). Batch sizes ascending, every model at each, so the small,
+    latency-bound batch sizes come first."""
     from batchscale.training.step_timing import time_steps
 
-    rows = []
-    for model in args.models:
-        last = PROBE_GUESS
-        for batch_size in args.batch_sizes:
+    rows, last = [], {model: PROBE_GUESS for model in args.models}
+    for batch_size in args.batch_sizes:  # small batches of every model first
+        for model in args.models:
             row = {"model": model, "batch_size": batch_size}
             left = budget.left("profile")
-            if last > left:
-                rows.append({**row, "status": "skipped",
-                             "why": f"budget ({last:.0f} s predicted, {max(left, 0):.0f} s left)"})
+            if last[model] > left:
+                rows.append({**row, "status": "skipped", "why": f"budget ({last[model]:.0f} s "
+                                                                f"predicted, {max(left, 0):.0f} s left)"})
                 continue
             tick = time.perf_counter()
             records = time_steps(with_model(spec, model), pipeline, [batch_size],
                                  log=lambda *a: None)
-            last = time.perf_counter() - tick
-            rows.append({**row, "status": "measured", "wall_seconds": last, **records[0]}
+            last[model] = time.perf_counter() - tick
+            rows.append({**row, "status": "measured", "wall_seconds": last[model], **records[0]}
                         if records else {**row, "status": "failed", "why": "no believable record"})
             print(f"  probe {model} batch {batch_size}: {_probe_said(rows[-1])}", flush=True)
     return rows
