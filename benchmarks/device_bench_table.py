@@ -28,8 +28,8 @@ MODE_WORDS = {"vmapped": "vmapped (one PackStep K wide)",
 # third of the run. Parts left out (``--no-study``, ``--models``) give their weight to the rest.
 PART_WEIGHTS = {"profile": 0.16, "cells fc_128_128": 0.2, "cells simple_cnn_base": 0.31,
                 "study": 0.33}
-SMOKE_WEIGHTS = {"profile": 0.2, "cells fc_128_128": 0.22, "cells simple_cnn_base": 0.13,
-                 "study": 0.45}
+SMOKE_WEIGHTS = {"profile": 0.15, "cells fc_128_128": 0.2, "cells simple_cnn_base": 0.3,
+                 "study": 0.35}
 
 
 class Budget:
