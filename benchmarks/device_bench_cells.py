@@ -130,14 +130,18 @@ def calibrated_units(run, target: float, most: int) -> int:
 
 
 def run_cell(spec, pipeline, x_all, y_all, mode_name: str, width: int, batch_size: int,
-             history: list[dict], flops: float | None, args, left, alone=None) -> dict:
-    """One cell's record: measured, skipped (the deadline cannot afford it) or failed."""
+             history: list[dict], flops: float | None, args, left, alone=None,
+             beside: tuple[dict, ...] = ()) -> dict:
+    """One cell's record: measured, skipped (the deadline cannot afford it) or failed.
+    ``beside``: the other modes' cells of the same K and batch size measured before it."""
     model = spec.workload.model
     step = predicted_unit_seconds(history, width * batch_size, STEP_GUESS)
     unit_steps = 1
     if mode_name == "scanned":  # a scan call of about one timed call's length, at most
         from batchscale.training.vmapped_step import chunk_capacity  # PackStep's buffer
 
+        # its first call is a whole scan: sized by the same trials' PackStep cells, too
+        step = max([step] + [c["seconds_per_step"] for c in beside if c["status"] == "measured"])
         unit_steps = int(np.clip(args.target / step, 1, chunk_capacity(width, batch_size)))
     cost = cell_cost(predicted_compile(history, COMPILE_GUESS), step * unit_steps, args.target,
                      args.repeats)
@@ -196,9 +200,12 @@ def model_cells(spec, pipeline, x_all, y_all, args, left, flops: dict, on_cell) 
         for batch_size in args.batch_sizes:
             alone = OneStep(spec, pipeline, x_all, y_all)
             for width in args.widths:
+                beside: list[dict] = []
                 for mode_name in args.modes:
                     cell = run_cell(spec, pipeline, x_all, y_all, mode_name, width, batch_size,
-                                    history[mode_name], flops.get(batch_size), args, left, alone)
+                                    history[mode_name], flops.get(batch_size), args, left, alone,
+                                    tuple(beside))
+                    beside.append(cell)
                     history[mode_name].append(cell)
                     cells.append(cell)
                     print(f"  {spec.workload.model} batch {batch_size} K {width} {mode_name}: "

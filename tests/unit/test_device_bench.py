@@ -72,6 +72,19 @@ def test_a_cell_the_deadline_cannot_afford_is_skipped_and_says_why():
     assert cell["why"] == "budget (about 84 s predicted, 10 s left)"
 
 
+def test_a_scanned_cell_is_sized_by_the_same_trials_packstep_cells():
+    """Its first call is a whole scan: a slow step measured beside it (the Simple CNN on a
+    CPU) makes it one step long, and its cost counts that step."""
+    from device_bench_cells import run_cell
+
+    spec = SimpleNamespace(workload=SimpleNamespace(model="simple_cnn_base"))
+    args = SimpleNamespace(target=0.1, repeats=2)
+    beside = (measured("simple_cnn_base", 8, 1, "vmapped", [2.0], 4.0, 2, None),)
+    cell = run_cell(spec, None, None, None, "scanned", 1, 8, [], None, args, lambda: 5.0,
+                    None, beside)
+    assert cell["why"] == "budget (about 11 s predicted, 5 s left)"  # 3 + 2 x 2 + 2 x 2
+
+
 def test_a_measured_cell_has_its_rates_and_effective_flops():
     cell = measured("fc_128_128", 32, 4, "vmapped", [0.004, 0.001, 0.002], 0.7, 300, 1e9)
     assert cell["seconds_per_step"] == 0.002  # the median pack step
