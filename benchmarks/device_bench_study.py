@@ -63,8 +63,10 @@ def run_study(root: str, smoke: bool, left, log) -> dict:
         signal.signal(signal.SIGTERM, previous)
 
 
-class _BetweenPacks(Exception):
-    """SIGTERM outside a pack (where ``run_pack`` does not catch it)."""
+class _BetweenPacks(BaseException):
+    """SIGTERM outside a pack (where ``run_pack`` does not catch it); a BaseException, as
+    KeyboardInterrupt, so that no ``except Exception`` of the code it interrupts (the
+    report's) swallows it."""
 
 
 def _stop_between_packs(signum, frame):
