@@ -33,6 +33,7 @@ says ``"finished": false`` until the end).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -73,17 +74,42 @@ def load_workload(spec_path: str, data: str | None, root: str, changes: dict):
     return spec, store, open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
 
 
+def trial_parameters(spec, width: int) -> list[dict]:
+    """The metaparameters of a benchmark's ``width`` trials: learning rates spread over the
+    lower half of the searched range (``step_timing.probe_parameters``), nothing diverges."""
+    from batchscale.training.step_timing import probe_parameters
+
+    quantiles = np.linspace(0.1, 0.4, width) if width > 1 else [0.25]
+    return [probe_parameters(spec, float(q)) for q in quantiles]
+
+
 class Chunks:
     """K trials' ``PackStep`` with its state and data orders: times ``run_chunk`` calls."""
 
     def __init__(self, spec, pipeline, width: int, x_all, y_all):
-        from batchscale.training.step_timing import probe_pack, probe_parameters
+        from batchscale.training.step_timing import probe_pack
 
-        quantiles = np.linspace(0.1, 0.4, width) if width > 1 else [0.25]
-        params = [probe_parameters(spec, float(q)) for q in quantiles]
-        _, self.step, self.state, self.hyper = probe_pack(spec, pipeline, params)
+        _, self.step, self.state, self.hyper = probe_pack(spec, pipeline,
+                                                          trial_parameters(spec, width))
         self.spec, self.pipeline, self.x_all, self.y_all = spec, pipeline, x_all, y_all
-        self.orders, self.done, self.finite = {}, 0, True
+        self.orders, self.done, self.finite, self.seed = {}, 0, True, spec.seed
+
+    def sibling(self, params: dict, seed: int) -> Chunks:
+        """Another trial (``params``, its data order from ``seed``) through this pack's
+        compiled step, from a copy of the pack's state before it trained: how trials take
+        turns through one width-1 step."""
+        import jax.numpy as jnp
+
+        from batchscale.training.vmapped_step import StackedState, stack_hyper
+
+        other = copy.copy(self)
+        state = self.state
+        other.state = StackedState([jnp.copy(a) for a in state.trainable],
+                                   [jnp.copy(a) for a in state.non_trainable],
+                                   {k: [jnp.copy(a) for a in v] for k, v in state.slots.items()})
+        other.hyper = stack_hyper([params], (), self.spec.workload.optimizer)
+        other.orders, other.done, other.finite, other.seed = {}, 0, True, seed
+        return other
 
     def run(self, batch_size: int, steps: int) -> tuple[float, float]:
         """Train ``steps`` steps; (seconds, of them compiling), waited on to the end."""
@@ -94,7 +120,7 @@ class Chunks:
         width = len(self.hyper["learning_rate"])
         if batch_size not in self.orders:
             self.orders[batch_size] = [EpochPermutations(self.pipeline.num_train_examples,
-                                                         batch_size, self.spec.seed + i)
+                                                         batch_size, self.seed + i)
                                        for i in range(width)]
         indices = np.stack([o.take(steps).reshape(steps, batch_size)
                             for o in self.orders[batch_size]], 1)
@@ -204,7 +230,9 @@ def study_pack(args, scratch: str, width_asked: str) -> dict:
             "log_tail": lines[-5:]}
 
 
-def environment() -> dict:
+def environment(absent: tuple[str, ...] = ABSENT_ON_DEVICE) -> dict:
+    """The machine, the versions and the load; ``absent``: modules the accelerator machine
+    lacks, listed where this process imported them anyway."""
     import jax
     import keras
 
@@ -216,7 +244,17 @@ def environment() -> dict:
             "python": platform.python_version(), "jax": jax.__version__,
             "keras": keras.__version__, "keras_backend": keras.backend.backend(),
             # none of these is on the accelerator machine: the path must not need them
-            "absent_there_but_imported": sorted(m for m in ABSENT_ON_DEVICE if m in sys.modules)}
+            "absent_there_but_imported": sorted(m for m in absent if m in sys.modules)}
+
+
+def write_results(out: str, name: str, result: dict, text: str, final: bool) -> None:
+    """``<name>.json`` (every number; ``finished`` false until the end) and ``<name>.md``
+    (the tables) into ``out``."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.json"), "w") as fh:
+        json.dump({**result, "finished": final}, fh, indent=1, default=str)
+    with open(os.path.join(out, f"{name}.md"), "w") as fh:
+        fh.write(text + "\n")
 
 
 def _load(triple) -> str:
@@ -299,11 +337,7 @@ def main() -> None:
         result["total_seconds"] = time.perf_counter() - started
         result["environment"] = {**environment(), "load_average_before": load_before}
         text = tables(result)
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "user_model_gpu.json"), "w") as fh:
-            json.dump({**result, "finished": final}, fh, indent=1, default=str)
-        with open(os.path.join(args.out, "user_model_gpu.md"), "w") as fh:
-            fh.write(text + "\n")
+        write_results(args.out, "user_model_gpu", result, text, final)
         return text
 
     try:
