@@ -101,3 +101,30 @@ def read_plan(fs: Storage, study: str) -> dict | None:
 
 def write_plan(fs: Storage, study: str, plan: dict) -> None:
     fs.write_text(f"{study}/{PLAN}", json.dumps(plan, indent=2))
+
+
+PACK_MODES = "profile/pack_modes"
+_MODE_KEY = ("batch_sizes", "width", "device_kind", "precision", "model")
+
+
+def write_pack_mode(fs: Storage, study: str, record: dict) -> None:
+    """Write a pack-mode record (what a timed probe chose for packs of these batch sizes
+    and width: ``batch_sizes`` (several for a mixed-batch pack), ``width``, ``rates``
+    (trial-steps/s per mode), ``chosen``, ``device_kind``, ``precision``, ``model``,
+    ``measured``, ``source``) to its own file, named by its key; a newer one replaces it.
+    (A minimal version for the mixed-batch packs; the pack-mode probe's branch owns it.)"""
+    key = "-".join(str(record.get(k, "")) for k in _MODE_KEY)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".json"
+    fs.write_text(f"{study}/{PACK_MODES}/{name}", json.dumps(record, indent=2))
+
+
+def read_pack_modes(fs: Storage, study: str) -> list[dict]:
+    """Every pack-mode record of ``study`` that is a JSON object with a ``chosen`` mode."""
+    folder = f"{study}/{PACK_MODES}"
+    out = []
+    for name in sorted(fs.list_files(folder)):
+        if name.endswith(".json"):
+            value, problem = read_json_object(fs, f"{folder}/{name.rsplit('/', 1)[-1]}")
+            if not problem and isinstance(value, dict) and value.get("chosen"):
+                out.append(value)
+    return out

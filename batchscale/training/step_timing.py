@@ -48,10 +48,11 @@ def probe_parameters(spec: StudySpec, quantile: float) -> dict:
     return params
 
 
-def probe_pack(spec: StudySpec, pipeline, params: list[dict]):
+def probe_pack(spec: StudySpec, pipeline, params: list[dict], step_type=None):
     """(model, PackStep, stacked state, stacked metaparameters) of ``params`` trained
     together with a constant learning rate, every run from the same initial model (built
-    with the first run's model parameters: probe runs differ only in trainer settings)."""
+    with the first run's model parameters: probe runs differ only in trainer settings).
+    ``step_type``: a ``PackStep`` subclass to build instead (``mixed_step.MixedStep``)."""
     from batchscale.training.keras_setup import seed_keras
     from batchscale.training.optimizer_rules import SLOTS
     from batchscale.training.vmapped_step import PackStep, initial_arrays, stack_hyper, stack_trials
@@ -61,7 +62,7 @@ def probe_pack(spec: StudySpec, pipeline, params: list[dict]):
     model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                         task=pipeline.task, parameters=params[0])
     slots = SLOTS[spec.workload.optimizer]
-    step_fn = PackStep(model, "constant", spec.workload.optimizer,
+    step_fn = (step_type or PackStep)(model, "constant", spec.workload.optimizer,
                        any(p.get("l2_penalty", 0.0) for p in params), pipeline.num_outputs,
                        pipeline.task)
     state = stack_trials([initial_arrays(model, slots)] * len(params), slots)
@@ -94,20 +95,9 @@ def time_steps(spec: StudySpec, pipeline, batch_sizes, log=print) -> list[dict]:
         _, step_fn, state, hyper = probe_pack(spec, pipeline, [params])
         for batch_size in batch_sizes:
             order = EpochPermutations(pipeline.num_train_examples, batch_size, spec.seed)
-            chunk, steps, seconds, warm = 5, 0, 0.0, False
-            while True:
-                indices = order.take(chunk).reshape(chunk, 1, batch_size)
-                compiled = step_fn.compile_seconds
-                tick = time.perf_counter()
-                state, _ = step_fn.run_chunk(state, hyper, indices, steps, x_all, y_all)
-                took = time.perf_counter() - tick - (step_fn.compile_seconds - compiled)
-                if warm:  # the first chunk warms up (compiles, allocates): not timed
-                    steps, seconds = steps + chunk, seconds + took
-                warm = True
-                if steps >= TIME_MAX_STEPS or (steps >= TIME_MIN_STEPS and seconds >= TIME_SECONDS):
-                    break
-                per_step = max(took / chunk, 1e-6)
-                chunk = int(np.clip(0.25 * TIME_SECONDS / per_step, 1, TIME_MAX_STEPS - steps))
+            state, steps, seconds = steady_steps(
+                step_fn, state, hyper, lambda n, o=order, b=batch_size: o.take(n).reshape(n, 1, b),
+                x_all, y_all)
             record = {"batch_size": int(batch_size), "seconds_per_step": seconds / steps,
                       "steps": steps, "precision": spec.workload.precision, **hardware(1),
                       "measured": now_iso(), "source": "probe"}
@@ -116,6 +106,27 @@ def time_steps(spec: StudySpec, pipeline, batch_sizes, log=print) -> list[dict]:
                     f"{1000 * record['seconds_per_step']:.3g} ms ({steps} steps timed)")
                 records.append(record)
     return records
+
+
+def steady_steps(step_fn, state, hyper, take, x_all, y_all, budget: float = TIME_SECONDS):
+    """Time ``step_fn`` (a ``PackStep``) training on steadily: one untimed warm-up chunk
+    (compiles, allocates), then chunks of ``take(n)`` batch indices (n, trials, batch)
+    until at least ``TIME_MIN_STEPS`` steps and ``budget`` seconds, or ``TIME_MAX_STEPS``
+    steps. Returns (the state trained on, steps timed, their seconds)."""
+    chunk, steps, seconds, warm = 5, 0, 0.0, False
+    while True:
+        indices = take(chunk)
+        compiled = step_fn.compile_seconds
+        tick = time.perf_counter()
+        state, _ = step_fn.run_chunk(state, hyper, indices, steps, x_all, y_all)
+        took = time.perf_counter() - tick - (step_fn.compile_seconds - compiled)
+        if warm:  # the first chunk warms up (compiles, allocates): not timed
+            steps, seconds = steps + chunk, seconds + took
+        warm = True
+        if steps >= TIME_MAX_STEPS or (steps >= TIME_MIN_STEPS and seconds >= budget):
+            return state, steps, seconds
+        per_step = max(took / chunk, 1e-6)
+        chunk = int(np.clip(0.25 * budget / per_step, 1, TIME_MAX_STEPS - steps))
 
 
 def _believable(record: dict, where: str, log) -> bool:
