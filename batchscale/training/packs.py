@@ -211,7 +211,7 @@ def mixable(spec: StudySpec, pipeline, trials: list[TrialSpec], log=print) -> bo
 
 
 def _probe_small(spec: StudySpec, trials: list[TrialSpec], store, log, width) -> None:
-    """After a pack of one small batch size: probe once whether the study's small batch
+    """After a pack of the study's smallest batch size: probe once whether its small batch
     sizes (``mixed_step.SMALL_BATCH`` or less) train faster mixed (``mixed_chosen``
     writes the record the planner reads); nothing when there is a record already, fewer
     than two small batch sizes, or they cannot be mixed."""
@@ -219,8 +219,8 @@ def _probe_small(spec: StudySpec, trials: list[TrialSpec], store, log, width) ->
     from batchscale.training.mixed_step import SMALL_BATCH
 
     small = sorted(b for b in spec.batch_sizes if b <= SMALL_BATCH)
-    if trials[0].batch_size not in small or len(small) < 2:
-        return
+    if len(small) < 2 or trials[0].batch_size != small[0]:
+        return  # only the smallest's pack probes: packs running at once probe once
     w = mixed_width(spec, small, width)
     if pack_mode_record(spec, store, small, w) is not None:
         return

@@ -24,7 +24,7 @@ from batchscale.store.profiles import write_pack_mode
 from batchscale.training.keras_setup import hardware
 from batchscale.training.packs import run_pack
 from batchscale.validation import parse_spec
-from tests.conftest import StopAfter, share_datasets, tiny_spec_dict
+from tests.conftest import StopAfter, share_datasets, tiny_spec_dict, trial_histories
 
 SIZES = [2, 4, 8]
 STOP_LATE = 40  # chunks until the second stop: the batch-4 and -8 trials have finished
@@ -48,14 +48,7 @@ def _study(digits_store, root: str, mode: str):
 
 
 def _histories(spec, store) -> dict:
-    out = {}
-    for trial in make_trials(spec):
-        meta = store.read_metadata(spec, trial)
-        rows = [{k: v for k, v in r.items() if k != "wall_time"}
-                for r in store.read_measurements(spec, trial)]
-        out[trial.batch_size, trial.trial_id] = (meta["status"], meta["steps"],
-                                                 meta.get("stop_reason"), rows)
-    return out
+    return trial_histories(store, spec, by_batch_size=True)
 
 
 @pytest.fixture(scope="module")
