@@ -214,6 +214,8 @@ class _Loop:
         for run in runs:  # trials sharing each compiled step: its time is not theirs alone
             if run.life is not None:
                 run.life.metadata["vmap_width"] = run.life.metadata["trained_together"] = len(runs)
+                if padded is not None:  # a mixed-batch group's: its batch padded to this
+                    run.life.metadata["padded_batch"] = padded
         self.runs, self.evaluators = runs, evaluators
         self.x_all, self.y_all, self.started = x_all, y_all, started
         self.state = stack_trials(arrays, SLOTS[spec.workload.optimizer])

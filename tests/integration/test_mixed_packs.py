@@ -66,7 +66,7 @@ def test_a_mixed_pack_gives_each_trial_its_measurements_alone(runs):
     trials = make_trials(spec)
     assert [(m["batch_size"], m["trial_id"]) for m in metas] == [
         (t.batch_size, t.trial_id) for t in trials]  # in the order given, ids repeat
-    assert {m["vmap_width"] for m in metas} == {3}
+    assert {(m["vmap_width"], m["padded_batch"]) for m in metas} == {(3, 8)}
     assert {m["vmap_width"] for m in runs["separate"][2]} == {1}
     alone, mixed = _histories(*runs["separate"][:2]), _histories(*runs["mixed"][:2])
     reasons = set()
