@@ -4,7 +4,7 @@ Part 1 (steady throughput): trial-steps per second of one mixed group (one trial
 batch size, every batch padded to the largest, ``training.mixed_step.MixedStep``) against
 the same trials as separate groups, each batch size in the mode its own pack uses
 (``pack_loop.vmap_width``: one trial at a time on a CPU), timed as the pack-mode probe
-times them (``mixed_probe._seconds_per_step``: ``step_timing.steady_steps`` after a
+times them (``mixed_probe._seconds_per_step``: ``step_timing.timed_steps`` after a
 warm-up chunk). Mixed and separate alternate (A B A B ...) in one process, so load from
 other work on the machine falls on both; medians and their ratio are printed.
 
@@ -97,12 +97,13 @@ def real_pack(shared: str, args, sizes, quiet) -> None:
         for mode in ("mixed", "separate"):
             spec, store = _store(shared, args, sizes, args.steps)
             write_pack_mode(store.fs, spec.name, {
-                "batch_sizes": sizes, "width": len(sizes), "rates": {}, "chosen": mode,
-                "device_kind": hardware(1)["device_kind"], "precision": spec.workload.precision,
-                "model": spec.workload.model, "measured": "", "source": "benchmark"})
+                "batch_sizes": sizes, "width": len(sizes), "rates": {"mixed": 1.0, "separate": 1.0},
+                "chosen": mode, "device_kind": hardware(1)["device_kind"],
+                "precision": spec.workload.precision, "model": spec.workload.model,
+                "measured": "2026-11-26T00:00:00Z", "source": "benchmark"})
             write_step_times(store.fs, spec.name, [
                 {"batch_size": b, "devices": 1, "seconds_per_step": 1e-4, "steps": 30,
-                 "precision": spec.workload.precision, **hardware(1), "measured": "",
+                 "precision": spec.workload.precision, **hardware(1), "measured": "2026-11-26T00:00:00Z",
                  "source": "benchmark"} for b in sizes])
             tick = time.perf_counter()
             metas = run_pack(spec, make_trials(spec), store, log=quiet)

@@ -4,7 +4,7 @@
 (``mixed_step``: slots cycling through the batch sizes, every batch padded to the
 largest) against the same trials as separate groups, each batch size's trials in the
 mode a pack of that batch size uses (``pack_loop.vmap_width`` trials vmapped at once:
-one on a CPU). Both are timed as ``step_timing`` times a step (``steady_steps``: after a
+one on a CPU). Both are timed as ``step_timing`` times a step (``timed_steps``: after a
 warm-up chunk, steady), with ``PROBE_SECONDS`` per timing. A mixed group is chosen only
 when it is at least ``MIXED_MARGIN`` times faster: the probe does not see what a mixed
 group costs besides its step (every slot is evaluated at the union of its trials'
@@ -36,18 +36,25 @@ def slot_sizes(batch_sizes, width: int) -> list[int]:
     return [sizes[i % len(sizes)] for i in range(max(width, len(sizes)))]
 
 
+def separate_width(spec: StudySpec) -> int:
+    """How many trials of one batch size a pack of its own trains vmapped at once: the one
+    place mixed packs ask the pack's mode (``pack_loop.vmap_width``)."""
+    from batchscale.training.pack_loop import vmap_width
+
+    return vmap_width(spec)
+
+
 def probe_mixed(spec: StudySpec, pipeline, batch_sizes, width: int, log=print,
                 seconds: float = PROBE_SECONDS) -> dict:
     """The pack-mode record (``store.profiles.write_pack_mode``'s fields) of a mixed group
     of ``batch_sizes`` ``width`` wide against separate groups, timed now."""
     from batchscale.training.keras_setup import hardware, training_scope
     from batchscale.training.mixed_step import MixedStep
-    from batchscale.training.pack_loop import vmap_width
     from batchscale.training.step_timing import device_arrays, now_iso
 
     slots = slot_sizes(batch_sizes, width)
     x_all, y_all = device_arrays(pipeline)
-    apart = vmap_width(spec)
+    apart = separate_width(spec)
     with training_scope(spec.backend, spec.workload.precision, 1, log):
         mixed = _seconds_per_step(spec, pipeline, slots, MixedStep, x_all, y_all, seconds)
         separate = 0.0
@@ -72,22 +79,16 @@ def _seconds_per_step(spec: StudySpec, pipeline, slots: list[int], step_type, x_
     padded to the largest and trained by ``step_type`` when they differ)."""
     import jax.numpy as jnp
 
-    from batchscale.training.mixed_step import pad_rows
-    from batchscale.training.step_timing import probe_pack, probe_parameters, steady_steps
+    from batchscale.training.step_timing import probe_pack, probe_parameters, timed_steps
     from batchscale.workloads.data_order import EpochPermutations
 
     params = probe_parameters(spec, 0.25)  # a low learning rate: nothing diverges mid-timing
     _, step_fn, state, hyper = probe_pack(spec, pipeline, [params] * len(slots), step_type)
-    padded = max(slots) if step_type is not None else None
-    if padded is not None:
+    if step_type is not None:
         hyper["batch_size"] = jnp.asarray(np.array(slots, np.float32))
     orders = [EpochPermutations(pipeline.num_train_examples, size, spec.seed + i)
               for i, size in enumerate(slots)]
-
-    def take(n: int) -> np.ndarray:
-        return np.stack([pad_rows(o.take(n).reshape(n, -1), padded) for o in orders], 1)
-
-    _, steps, took = steady_steps(step_fn, state, hyper, take, x_all, y_all, seconds)
+    steps, took, _ = timed_steps(step_fn, state, hyper, orders, x_all, y_all, seconds)
     return took / steps
 
 

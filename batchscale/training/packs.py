@@ -175,11 +175,11 @@ def _train_mixed(spec: StudySpec, trials: list[TrialSpec], store, pipeline, log,
 
 
 def mixed_width(spec: StudySpec, batch_sizes, width: int | None) -> int:
-    """Slots of a mixed-batch group: ``width`` (default ``pack_loop.vmap_width``), and at
-    least one per batch size (a CPU's width of one would mix nothing)."""
-    from batchscale.training.pack_loop import vmap_width
+    """Slots of a mixed-batch group: ``width`` (default ``mixed_probe.separate_width``), and
+    at least one per batch size (a CPU's width of one would mix nothing)."""
+    from batchscale.training.mixed_probe import separate_width
 
-    return max(width or vmap_width(spec), len(set(batch_sizes)))
+    return max(width or separate_width(spec), len(set(batch_sizes)))
 
 
 def mixable(spec: StudySpec, pipeline, trials: list[TrialSpec], log=print) -> bool:

@@ -95,9 +95,7 @@ def time_steps(spec: StudySpec, pipeline, batch_sizes, log=print) -> list[dict]:
         _, step_fn, state, hyper = probe_pack(spec, pipeline, [params])
         for batch_size in batch_sizes:
             order = EpochPermutations(pipeline.num_train_examples, batch_size, spec.seed)
-            state, steps, seconds = steady_steps(
-                step_fn, state, hyper, lambda n, o=order, b=batch_size: o.take(n).reshape(n, 1, b),
-                x_all, y_all)
+            steps, seconds, state = timed_steps(step_fn, state, hyper, [order], x_all, y_all)
             record = {"batch_size": int(batch_size), "seconds_per_step": seconds / steps,
                       "steps": steps, "precision": spec.workload.precision, **hardware(1),
                       "measured": now_iso(), "source": "probe"}
@@ -108,25 +106,35 @@ def time_steps(spec: StudySpec, pipeline, batch_sizes, log=print) -> list[dict]:
     return records
 
 
-def steady_steps(step_fn, state, hyper, take, x_all, y_all, budget: float = TIME_SECONDS):
-    """Time ``step_fn`` (a ``PackStep``) training on steadily: one untimed warm-up chunk
-    (compiles, allocates), then chunks of ``take(n)`` batch indices (n, trials, batch)
-    until at least ``TIME_MIN_STEPS`` steps and ``budget`` seconds, or ``TIME_MAX_STEPS``
-    steps. Returns (the state trained on, steps timed, their seconds)."""
-    chunk, steps, seconds, warm = 5, 0, 0.0, False
+def timed_steps(step_fn, state, hyper, orders: list, x_all, y_all, seconds: float = TIME_SECONDS,
+                min_steps: int = TIME_MIN_STEPS, max_steps: int = TIME_MAX_STEPS,
+                first_chunk: int = 5, warm: bool = False):
+    """(steps timed, their seconds, the state after) of ``step_fn`` (a ``PackStep``) training
+    ``state`` (one trial per entry of ``orders``, each drawing its batches from its own
+    ``EpochPermutations``; of several batch sizes, each padded to the largest:
+    ``mixed_step.pad_rows``) after one untimed warm-up chunk of ``first_chunk`` steps (it
+    compiles and allocates; none when ``warm``: the step ran just before): chunks sized to
+    about a quarter of ``seconds`` until at least ``min_steps`` steps and ``seconds`` are
+    timed, or ``max_steps`` steps. Compilation inside a timed chunk is taken out. The one
+    timing loop of every probe (step times, mixed-batch packs)."""
+    from batchscale.training.mixed_step import pad_rows
+
+    chunk, steps, took_all = first_chunk, 0, 0.0
+    padded = max(o.batch_size for o in orders)
     while True:
-        indices = take(chunk)
+        indices = np.stack([pad_rows(o.take(chunk).reshape(chunk, o.batch_size), padded)
+                            for o in orders], 1)
         compiled = step_fn.compile_seconds
         tick = time.perf_counter()
         state, _ = step_fn.run_chunk(state, hyper, indices, steps, x_all, y_all)
         took = time.perf_counter() - tick - (step_fn.compile_seconds - compiled)
         if warm:  # the first chunk warms up (compiles, allocates): not timed
-            steps, seconds = steps + chunk, seconds + took
+            steps, took_all = steps + chunk, took_all + took
         warm = True
-        if steps >= TIME_MAX_STEPS or (steps >= TIME_MIN_STEPS and seconds >= budget):
-            return state, steps, seconds
+        if steps >= max_steps or (steps >= min_steps and took_all >= seconds):
+            return steps, took_all, state
         per_step = max(took / chunk, 1e-6)
-        chunk = int(np.clip(0.25 * budget / per_step, 1, TIME_MAX_STEPS - steps))
+        chunk = int(np.clip(0.25 * seconds / per_step, 1, max_steps - steps))
 
 
 def _believable(record: dict, where: str, log) -> bool:

@@ -41,9 +41,10 @@ def _study(digits_store, root: str, mode: str):
     store = StudyStore(root)
     store.register_study(spec)
     write_pack_mode(store.fs, spec.name, {
-        "batch_sizes": SIZES, "width": len(SIZES), "rates": {}, "chosen": mode,
-        "device_kind": hardware(1)["device_kind"], "precision": spec.workload.precision,
-        "model": spec.workload.model, "measured": "", "source": "test"})
+        "batch_sizes": SIZES, "width": len(SIZES), "rates": {"mixed": 1.0, "separate": 1.0},
+        "chosen": mode, "device_kind": hardware(1)["device_kind"],
+        "precision": spec.workload.precision, "model": spec.workload.model,
+        "measured": "2026-11-26T00:00:00Z", "source": "test"})
     return spec, store
 
 
