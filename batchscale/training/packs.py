@@ -1,10 +1,16 @@
-"""Train a pack of trials of one batch size in one process: ``run_pack``.
+"""Train a pack of trials in one process: ``run_pack``.
 
 A pack pays imports, data loading and compilation once for all its trials. On the JAX
 backend, with in-memory classification or regression data on one device, its trials train together
 in one jitted step vmapped over them (``pack_loop``); otherwise (TensorFlow backend, a
 trial spread data-parallel over several devices, streamed data, other tasks)
 they train one after another in this process with the per-trial trainer.
+
+A pack may hold trials of several batch sizes (the planner groups small ones): they train
+as one mixed-batch pack, each group's batch padded to its largest batch size and each
+trial's loss masked to its own rows (``mixed_step``), when they can be mixed (``mixable``)
+and a timed probe cached in the study's profile says it pays (``mixed_probe``); otherwise
+each batch size's trials train as a pack of their own, one batch size after another.
 
 Either way each trial stays its own: its own seed, data order, metaparameters,
 metadata.json and measurements.csv, in the same layout as a trial trained alone, and a
@@ -37,7 +43,8 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
     in the order given. Divergence is a status (INFEASIBLE), never an exception; a
     SIGTERM checkpoints the unfinished trials and raises ``Stopped``. ``width``: how many
     trials train vmapped at once (default ``pack_loop.vmap_width``: all on an accelerator,
-    one on a CPU); benchmarks and tests set it.
+    one on a CPU; a mixed-batch group at least one per batch size); benchmarks and tests
+    set it. ``trials`` may be of several batch sizes (``_train_sizes``).
 
     A trial trains only under its lease (``trial_lifecycle.TrialLeases``): a trial another
     live writer is training is left to it, and re-used once it is finished (or taken over
