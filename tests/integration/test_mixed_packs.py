@@ -20,7 +20,7 @@ import pytest
 
 from batchscale.search.trials import make_trials
 from batchscale.store.layout import StudyStore
-from batchscale.store.profiles import write_pack_mode
+from batchscale.store.profiles import write_pack_mode, write_step_times
 from batchscale.training.keras_setup import hardware
 from batchscale.training.packs import run_pack
 from batchscale.validation import parse_spec
@@ -32,7 +32,8 @@ STOP_LATE = 40  # chunks until the second stop: the batch-4 and -8 trials have f
 
 def _study(digits_store, root: str, mode: str):
     """A study of 2 trials at each of ``SIZES`` (budgets 70, 50, 40 steps: grids differ)
-    whose pack-mode record says ``mode`` for them (as a probe would have written)."""
+    whose pack-mode record says ``mode`` for them (as a probe would have written), with
+    step-time records of them (a mixed pack's step-time probes, tested elsewhere, skipped)."""
     os.makedirs(root)
     share_datasets(digits_store, root)
     spec = parse_spec(tiny_spec_dict(
@@ -45,6 +46,10 @@ def _study(digits_store, root: str, mode: str):
         "chosen": mode, "device_kind": hardware(1)["device_kind"],
         "precision": spec.workload.precision, "model": spec.workload.model,
         "measured": "2026-11-26T00:00:00Z", "source": "test"})
+    write_step_times(store.fs, spec.name, [
+        {"batch_size": b, "devices": 1, "seconds_per_step": 1e-4, "steps": 30,
+         "precision": spec.workload.precision, **hardware(1), "measured": "2026-11-26T00:00:00Z",
+         "source": "test"} for b in SIZES])
     return spec, store
 
 
