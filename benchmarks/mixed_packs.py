@@ -3,7 +3,7 @@
 Part 1 (steady throughput): trial-steps per second of one mixed group (one trial per
 batch size, every batch padded to the largest, ``training.mixed_step.MixedStep``) against
 the same trials as separate groups, each batch size in the mode its own pack uses
-(``pack_loop.vmap_width``: one trial at a time on a CPU), timed as the pack-mode probe
+(``mixed_probe.separate_width``: one trial at a time on a CPU), timed as the pack-mode probe
 times them (``mixed_probe._seconds_per_step``: ``step_timing.timed_steps`` after a
 warm-up chunk). Mixed and separate alternate (A B A B ...) in one process, so load from
 other work on the machine falls on both; medians and their ratio are printed.
@@ -141,6 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
     os.environ.setdefault("KERAS_BACKEND", "jax")
+    os.environ.setdefault("BATCHSCALE_PACK_MODE", "turns")  # separate packs: one trial at a time
     from batchscale.store.layout import StudyStore
     from batchscale.training.packs import _open
     from batchscale.workloads.prepare import prepare_dataset

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 TIMING_KEYS = {"compile_seconds", "evaluation_seconds", "examples_per_second", "pack_setup_seconds",
-               "train_seconds", "wall_time", "probe_seconds", "step_seconds"}
+               "train_seconds", "wall_time", "probe_seconds", "step_seconds", "pack_mode_rates"}
 SUMMARY_TIMING_KEYS = {"time_and_cost", "answer"}  # both from measured seconds
 
 

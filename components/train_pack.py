@@ -10,10 +10,10 @@ from batchscale.core.images import LIGHT_IMAGE
 @dsl.component(base_image=LIGHT_IMAGE, install_kfp_package=False)
 def train_pack(study_spec: dict, pack: dict, store_root: str,
                metrics: Output[Metrics], summary: Output[Markdown]) -> str:
-    """Train (or re-use, or resume) the pack's trials, re-derived from the spec and the
-    search rounds recorded in the store; the UI gets the pack's Metrics and a Markdown
-    table of its trials (``pack_summary``), the return value one line of statuses.
-    Divergence is a status, not an error."""
+    """Train (or re-use, or resume) the pack's trials (of one batch size, or of several:
+    a mixed pack), re-derived from the spec and the search rounds recorded in the store;
+    the UI gets the pack's Metrics and a Markdown table of its trials (``pack_summary``),
+    the return value one line of statuses. Divergence is a status, not an error."""
     from batchscale.core.spec import PackSpec
     from batchscale.search.packs import pack_trials
     from batchscale.store.layout import StudyStore
@@ -26,7 +26,8 @@ def train_pack(study_spec: dict, pack: dict, store_root: str,
     check_user_workload(spec, files=False)  # the user's model function: importable here, sound
     descriptor, store = PackSpec.from_dict(pack), StudyStore(spec.store)
     check_model_source(spec, store, record=True)  # the code its finished trials were trained by
-    trials = pack_trials(spec, descriptor, store.read_rounds(spec, descriptor.batch_size))
+    rounds = {b: store.read_rounds(spec, b) for b in descriptor.batch_sizes}
+    trials = pack_trials(spec, descriptor, rounds)
     shown = summarize_pack(spec, descriptor, trials, run_pack(spec, trials, store), store)
     for name, value in shown.metrics.items():
         metrics.log_metric(name, value)

@@ -35,6 +35,10 @@ GCS_TEST_BUCKET = "batchscale-test"
 # Keras picks its backend once, at first import: tests that train in-process use JAX
 # (the trainer's default); the TensorFlow backend is exercised in subprocesses.
 os.environ.setdefault("KERAS_BACKEND", "jax")
+# Packs take turns without measuring (batchscale.training.pack_mode): a probe's choice on a
+# busy machine could differ between two stores a test compares, and each probe costs
+# seconds; tests/integration/test_pack_mode_probe.py measures with the variable unset.
+os.environ.setdefault("BATCHSCALE_PACK_MODE", "turns")
 
 
 def _share_jax_compilations() -> None:

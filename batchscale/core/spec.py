@@ -345,19 +345,57 @@ class TrialSpec:
 
 @dataclass(frozen=True)
 class PackSpec:
-    """Trials of one batch size that one task trains together: only their ids travel
-    (through KFP's loop items); the task re-derives each trial's metaparameters from the
-    study spec (``batchscale.search.trials``), so a pack descriptor stays a few bytes."""
+    """Trials that one task trains together: only their ids travel (through KFP's loop
+    items); the task re-derives each trial's metaparameters from the study spec
+    (``batchscale.search.trials``), so a pack descriptor stays a few bytes.
+
+    A pack holds trials of one batch size (``batch_size``, ``trial_ids``), or of several:
+    a *mixed* pack (``more``: the other batch sizes and their trial ids, each batch size
+    once, none equal to ``batch_size``), whose trials share one padded vmapped step
+    where the study's measurement says that pays (``batchscale.rounds.mixing``). A pack
+    of one batch size serialises exactly as before mixed packs existed, so compiled
+    pipelines and stores stay compatible."""
 
     pack_id: str
     batch_size: int
     trial_ids: tuple[int, ...]
+    more: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def __post_init__(self):
+        sizes = self.batch_sizes
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"pack {self.pack_id}: batch sizes {list(sizes)} repeat; each "
+                             "batch size may appear once in a pack")
+
+    @property
+    def parts(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """(batch size, trial ids) of each batch size the pack holds, the first first."""
+        return ((self.batch_size, self.trial_ids), *self.more)
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(b for b, _ in self.parts)
+
+    @property
+    def mixed(self) -> bool:
+        """True when the pack holds trials of more than one batch size."""
+        return bool(self.more)
+
+    @property
+    def size(self) -> int:
+        """How many trials the pack holds, over its batch sizes."""
+        return sum(len(ids) for _, ids in self.parts)
 
     def to_dict(self) -> dict:
-        return {"pack_id": self.pack_id, "batch_size": self.batch_size,
-                "trial_ids": list(self.trial_ids)}
+        out = {"pack_id": self.pack_id, "batch_size": self.batch_size,
+               "trial_ids": list(self.trial_ids)}
+        if self.more:
+            out["more"] = [{"batch_size": b, "trial_ids": list(ids)} for b, ids in self.more]
+        return out
 
     @classmethod
     def from_dict(cls, raw: dict) -> PackSpec:
+        more = tuple((int(part["batch_size"]), tuple(int(t) for t in part["trial_ids"]))
+                     for part in raw.get("more") or ())
         return cls(str(raw["pack_id"]), int(raw["batch_size"]),
-                   tuple(int(t) for t in raw["trial_ids"]))
+                   tuple(int(t) for t in raw["trial_ids"]), more)

@@ -9,7 +9,10 @@ A study runs in stages, 1..``spec.max_rounds`` (sequential stages of the pipelin
    stopped at a budget the study has since raised);
 3. per batch size whose recorded trials are all finished and whose last round is older
    than r, asks ``search.next_round`` whether round r adds trials (top-up, re-search),
-   records it in study.json, and packs its trials.
+   records it in study.json, and packs its trials;
+4. re-packs the trials of small batch sizes into mixed packs where the study's profile
+   measured that sharing one padded step pays (``rounds.mixing``; no measurement, no
+   mixed pack).
 
 Re-running a stage, or the whole study, adds nothing that is already recorded: a round
 is planned once, by the first stage numbered after it, and its trial ids never change.
@@ -36,6 +39,7 @@ from batchscale.rounds.derivation import (
     planned_with,
     trained_otherwise,
 )
+from batchscale.rounds.mixing import mix_packs
 from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.packs import split_trials
 from batchscale.search.trials import batch_trials, make_trials
@@ -86,7 +90,7 @@ def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
                     f"{added.last} ({added.reason})")
                 todo = list(added.trial_ids)
         packs += split_trials(batch_size, todo, pack_size)
-    return packs
+    return mix_packs(spec, store, packs, pack_size, log)
 
 
 def _check_trained(spec: StudySpec, store: StudyStore, batch_size: int, added: SearchRound) -> None:

@@ -3,6 +3,7 @@
 Beside the trials, outside the paper's per-batch-size folders (its loader never sees them):
 
     <study>/profile/step_times/*.json timing probes (``batchscale.training.step_timing``)
+    <study>/profile/pack_modes/*.json which pack mode is faster (``batchscale.training.pack_mode``)
     <study>/plan/plan.json            what ``batchscale plan`` measured and proposed
 
 Step times are one small JSON file per record, ``profile/step_times/<name>.json``, named
@@ -18,14 +19,26 @@ bounds of a step time (``batchscale.core.step_time_bounds.probe_problem``: secon
 finite, from 1e-7 s to one day; steps, batch size and devices integers >= 1), is never
 believed: ``check_step_times`` names it with what is wrong, and every reader leaves it
 out (the next probe of its key replaces it).
+
+Pack modes are one small JSON file per record too, ``profile/pack_modes/<name>.json``,
+named by (model, batch sizes, device kind, precision, width): what a pack measured of
+the ways its trials can share the device, and which it chose. A record: ``model``,
+``batch_sizes`` (a list: one batch size for vmapped against turns, several for a pack
+whose batch sizes share one padded step), ``width`` (trials vmapped in one step),
+``rates`` (mode -> trial-steps per second, e.g. ``{"vmapped": 2100.0, "turns": 1500.0}``),
+``chosen`` (one of its modes), ``device_kind``, ``precision``, ``measured`` (ISO time) and
+``source`` (``probe``); a writer may add fields of its own (the readers ignore them).
+``check_pack_modes`` names a file whose record is not of that form (``pack_mode_problem``)
+and every reader leaves it out, so the next pack of its key measures again.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 
-from batchscale.core.step_time_bounds import probe_problem
+from batchscale.core.step_time_bounds import MIN_SECONDS_PER_STEP, probe_problem
 from batchscale.store.json_files import read_json_object
 from batchscale.store.storage_api import Storage
 
@@ -103,28 +116,96 @@ def write_plan(fs: Storage, study: str, plan: dict) -> None:
     fs.write_text(f"{study}/{PLAN}", json.dumps(plan, indent=2))
 
 
+# ---- pack modes ------------------------------------------------------------------------
 PACK_MODES = "profile/pack_modes"
-_MODE_KEY = ("batch_sizes", "width", "device_kind", "precision", "model")
+_MODE_KEY = ("model", "batch_sizes", "device_kind", "precision", "width")
+_MODE_TEXT = ("allowed: model, device_kind, precision, measured and source strings; batch_sizes "
+              "a non-empty list of integers >= 1; width an integer >= 1; rates an object of "
+              "mode -> trial-steps per second (finite, > 0, at most width / 1e-7); chosen one "
+              "of its modes")
 
 
-def write_pack_mode(fs: Storage, study: str, record: dict) -> None:
-    """Write a pack-mode record (what a timed probe chose for packs of these batch sizes
-    and width: ``batch_sizes`` (several for a mixed-batch pack), ``width``, ``rates``
-    (trial-steps/s per mode), ``chosen``, ``device_kind``, ``precision``, ``model``,
-    ``measured``, ``source``) to its own file, named by its key; a newer one replaces it.
-    (A minimal version for the mixed-batch packs; the pack-mode probe's branch owns it.)"""
-    key = "-".join(str(record.get(k, "")) for k in _MODE_KEY)
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".json"
-    fs.write_text(f"{study}/{PACK_MODES}/{name}", json.dumps(record, indent=2))
+def pack_mode_key(record: dict) -> tuple:
+    """What a pack-mode record is of: (model, batch sizes, device kind, precision, width)."""
+    sizes = record.get("batch_sizes")
+    return (record.get("model"), tuple(sizes) if isinstance(sizes, list) else sizes,
+            record.get("device_kind"), record.get("precision"), record.get("width"))
 
 
-def read_pack_modes(fs: Storage, study: str) -> list[dict]:
-    """Every pack-mode record of ``study`` that is a JSON object with a ``chosen`` mode."""
-    folder = f"{study}/{PACK_MODES}"
-    out = []
+def pack_mode_name(record: dict) -> str:
+    """The file name of a pack-mode record: its key (batch sizes joined by '_'), anything
+    but letters, digits, '.', '_' and '-' turned into '_'."""
+    model, sizes, kind, precision, width = pack_mode_key(record)
+    key = "-".join(str(v) for v in (model, "_".join(map(str, sizes or ())), kind, precision, width))
+    return re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".json"
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def pack_mode_problem(record) -> str | None:
+    """Why a pack-mode record cannot be believed (the first field that is wrong), or None."""
+    if not isinstance(record, dict):
+        return f"is not a JSON object; {_MODE_TEXT}"
+    for key in ("model", "device_kind", "precision", "measured", "source"):
+        if not isinstance(record.get(key), str) or not record.get(key):
+            return f"has {key} {record.get(key)!r:.40}, not a non-empty string; {_MODE_TEXT}"
+    sizes = record.get("batch_sizes")
+    if not isinstance(sizes, list) or not sizes or not all(_count(b) for b in sizes):
+        return f"has batch_sizes {sizes!r:.40}, not a non-empty list of integers >= 1; {_MODE_TEXT}"
+    width = record.get("width")
+    if not _count(width):
+        return f"has width {width!r:.40}, not an integer >= 1; {_MODE_TEXT}"
+    rates = record.get("rates")
+    if not isinstance(rates, dict) or not rates:
+        return f"has rates {rates!r:.40}, not an object of mode -> trial-steps/s; {_MODE_TEXT}"
+    for mode, rate in rates.items():
+        real = isinstance(rate, (int, float)) and not isinstance(rate, bool)
+        if not real or not math.isfinite(rate) or not 0 < rate <= width / MIN_SECONDS_PER_STEP:
+            return f"has rates[{mode!r}] {rate!r:.40}, outside physical bounds; {_MODE_TEXT}"
+    if record.get("chosen") not in rates:
+        return f"has chosen {record.get('chosen')!r:.40}, not one of its rates' modes; {_MODE_TEXT}"
+    return None
+
+
+def check_pack_modes(fs: Storage, study: str) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The pack-mode records of ``study`` that can be believed, sorted by batch sizes and
+    width, and (path, problem) of each file that cannot (as ``check_step_times``)."""
+    folder = f"{study}/{PACK_MODES}" if study else PACK_MODES
+    out, rejected = [], []
     for name in sorted(fs.list_files(folder)):
-        if name.endswith(".json"):
-            value, problem = read_json_object(fs, f"{folder}/{name.rsplit('/', 1)[-1]}")
-            if not problem and isinstance(value, dict) and value.get("chosen"):
-                out.append(value)
-    return out
+        if not name.endswith(".json"):
+            continue
+        path = f"{folder}/{name.rsplit('/', 1)[-1]}"
+        value, problem = read_json_object(fs, path)
+        problem = problem or pack_mode_problem(value)
+        if problem:
+            rejected.append((path, problem))
+        else:
+            out.append(value)
+    return sorted(out, key=lambda r: (r["batch_sizes"], r["width"])), rejected
+
+
+def read_pack_modes(fs: Storage, study: str, log=None) -> list[dict]:
+    """The pack-mode records of ``study`` that can be believed; [] if none. ``log``: gets
+    one line per file left out, naming it and what is wrong."""
+    records, rejected = check_pack_modes(fs, study)
+    for path, problem in rejected:
+        if log is not None:
+            log(f"pack-mode record {fs.url(path)} {problem}; left out (the next pack of its "
+                "key measures again and replaces it)")
+    return records
+
+
+def write_pack_mode(fs: Storage, study: str, record: dict) -> str:
+    """Write ``record`` to its own file (a newer one of the same key replaces it); return
+    its path relative to the study. A record the readers would leave out is refused (a
+    ValueError naming the field), before any write."""
+    problem = pack_mode_problem(record)
+    if problem:
+        raise ValueError(f"pack-mode record of batch sizes {record.get('batch_sizes')} "
+                         f"{problem}; nothing written")
+    path = f"{PACK_MODES}/{pack_mode_name(record)}"
+    fs.write_text(f"{study}/{path}", json.dumps(record, indent=2))
+    return path

@@ -3,8 +3,8 @@
 ``probe_mixed`` times trial-steps per second of one mixed group of the given batch sizes
 (``mixed_step``: slots cycling through the batch sizes, every batch padded to the
 largest) against the same trials as separate groups, each batch size's trials in the
-mode a pack of that batch size uses (``pack_loop.vmap_width`` trials vmapped at once:
-one on a CPU). Both are timed as ``step_timing`` times a step (``timed_steps``: after a
+mode a pack of that batch size uses by default (``separate_width`` trials vmapped at
+once: one on a CPU). Both are timed as ``step_timing`` times a step (``timed_steps``: after a
 warm-up chunk, steady), with ``PROBE_SECONDS`` per timing. A mixed group is chosen only
 when it is at least ``MIXED_MARGIN`` times faster: the probe does not see what a mixed
 group costs besides its step (every slot is evaluated at the union of its trials'
@@ -37,11 +37,13 @@ def slot_sizes(batch_sizes, width: int) -> list[int]:
 
 
 def separate_width(spec: StudySpec) -> int:
-    """How many trials of one batch size a pack of its own trains vmapped at once: the one
-    place mixed packs ask the pack's mode (``pack_loop.vmap_width``)."""
-    from batchscale.training.pack_loop import vmap_width
+    """How many trials of one batch size the probe's separate groups train vmapped at once:
+    one on a CPU, the workload's ``pack_capacity`` on an accelerator (the rule packs had
+    before ``pack_mode`` measured it per batch size; the one place mixed packs ask it)."""
+    from batchscale.training.keras_setup import on_cpu
+    from batchscale.workloads.defaults import pack_capacity
 
-    return vmap_width(spec)
+    return 1 if on_cpu() else pack_capacity(spec.workload.dataset, spec.workload.model)
 
 
 def probe_mixed(spec: StudySpec, pipeline, batch_sizes, width: int, log=print,

@@ -1,13 +1,14 @@
 """How a pack's trials are grouped for the vmapped loop, and how the groups take turns.
 
 A *group* is the trials that train vmapped together in one compiled step (``width`` of
-them at most; one on a CPU). Fresh trials fill groups in order; a trial resumed from a
-checkpoint goes back into a group as wide as the one it left, at its old position, so
-its numbers stay bit-identical (XLA's rounding in a vmapped step can depend on the
-width). So does a trial without a checkpoint of its own that a resumed trial's checkpoint
-names as a member of its group (a pack killed between the first checkpoints of a group's
-trials): at step 0, at its old position (``_place_named``). ``in_lockstep`` then runs the
-groups interleaved, evaluation by evaluation.
+them at most; one where the pack takes turns, ``pack_mode``). Fresh trials fill groups in
+order; a trial resumed from a checkpoint goes back into a group as wide as the one it
+left, at its old position, so its numbers stay bit-identical (XLA's rounding in a vmapped
+step can depend on the width). So does a trial without a checkpoint of its own that a
+resumed trial's checkpoint names as a member of its group (a pack killed between the
+first checkpoints of a group's trials): at step 0, at its old position
+(``_place_named``). ``in_lockstep`` then runs the groups interleaved, evaluation by
+evaluation.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ measurements.csv, checkpoints, live curves, crossings) is written by its own
 A finished trial's slot is trained on and ignored until the pack ends (see
 ``_Loop._finish_some``): a pack's width never changes while it trains. Under a protocol
 that trains in ``lockstep`` (one that races) a pack's groups (``pack_groups``: one trial
-each on a CPU; trials of a user's model whose model parameters differ in groups apart,
-``_model_groups``) train interleaved, evaluation by evaluation, so the earliest goal crossing
-is known before any trial trains past it; otherwise one group after another.
+each where the pack takes turns, ``pack_mode``; trials of a user's model whose model
+parameters differ in groups apart, ``_model_groups``) train interleaved, evaluation by
+evaluation, so the earliest goal crossing is known before any trial trains past it;
+otherwise one group after another.
 
 Checkpoints hold, per unfinished trial, its variables, optimizer state, step, data-order
 position, measurement rows so far, and its pack's width, its position in it and the
@@ -37,12 +38,12 @@ from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.mixed_step import batch_counts, member_sizes, pad_rows, padded_batch
 from batchscale.training.pack_groups import in_lockstep, pack_groups
+from batchscale.training.pack_mode import TURNS, PackMode, choose_pack_mode, mode_metadata, probe_rates
 from batchscale.training.signals import Stopped
 from batchscale.training.task_losses import loss_targets
 from batchscale.training.trainer import resolve_parameters, trial_seed
 from batchscale.training.trial_lifecycle import FLUSH_SECONDS, TrialLife, crossing_board, trial_metadata
 from batchscale.workloads.data_order import EpochPermutations
-from batchscale.workloads.defaults import pack_capacity
 from batchscale.workloads.models.user_model import model_parameters
 
 CHUNK_SECONDS = 1.0  # target wall time of one compiled chunk: how soon a stop is noticed
@@ -70,11 +71,12 @@ class TrialRun:
 
 def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, log,
                    stop, width: int | None = None) -> list[dict]:
-    """Train ``trials`` (none finished), ``width`` of them vmapped at once (default:
-    ``vmap_width``); return their metadata. ``store``: the study's store, handed to each
-    trial's ``TrialLife``. Trials of several batch sizes (``mixed_step``: the caller
-    checked ``mixable`` and orders them into groups) share groups, each trial at its own
-    budget and evaluation grid."""
+    """Train ``trials`` (none finished), ``width`` of them vmapped at once (default: the
+    mode ``pack_mode.choose_pack_mode`` chooses, by the study's profile or a probe through
+    this pack's own step); return their metadata. ``store``: the study's store, handed to
+    each trial's ``TrialLife``. Trials of several batch sizes (``mixed_step``: the caller
+    checked ``mixable``, gives ``width`` and orders them into groups) share groups, each
+    trial at its own budget and evaluation grid."""
     import jax.numpy as jnp
 
     from batchscale.training.evaluator import Evaluator
@@ -112,15 +114,31 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
             arrays.append(values)
             evaluators.append(Evaluator(None, pipeline, spec.evaluation.train_examples, seed))
         l2 = any(r.params.get("l2_penalty", 0.0) for r in runs)
-        steps: dict[tuple, PackStep] = {}  # per (model, padded batch or None): its step
+        # per (model, padded batch): its step; None: no padding (one batch size per group)
+        steps: dict[tuple, PackStep] = {
+            (key, None): PackStep(m, spec.schedule, spec.workload.optimizer, l2,
+                                  pipeline.num_outputs, pipeline.task) for key, m in models.items()}
+
+        def probe(wide: int) -> dict:  # the first model's trials, through the pack's own step
+            key = _model_key(trials[0])
+            alike = [i for i, r in enumerate(runs) if _model_key(r.trial) == key] * wide
+            return probe_rates(spec, steps[key, None], [arrays[i] for i in alike[:wide]],
+                               [runs[i].params for i in alike[:wide]],
+                               [evaluators[i] for i in alike[:wide]], x_all, y_all,
+                               trials[0].batch_size, wide)
+
+        if width is None and all(run.width is not None for run in runs):
+            mode = PackMode(TURNS, 1, "checkpoint")  # every trial resumes at its own width
+        else:
+            mode = choose_pack_mode(spec, store, trials, probe, log, width)
 
     def group(key: str, members: list[int], slots: list[int | None]):
-        for i in members:  # until now: data loading, model builds (and earlier groups)
+        for i in members:  # until now: data loading, model builds, the probe (and earlier groups)
             runs[i].life.metadata["pack_setup_seconds"] = time.time() - started
+            runs[i].life.metadata.update(mode_metadata(mode, len(slots)))
         padded = padded_batch([runs[i] for i in members])
         if (key, padded) not in steps:  # a mixed-batch group's step masks its padding
-            step_type = PackStep if padded is None else MixedStep
-            steps[key, padded] = step_type(models[key], spec.schedule, spec.workload.optimizer, l2,
+            steps[key, padded] = MixedStep(models[key], spec.schedule, spec.workload.optimizer, l2,
                                            pipeline.num_outputs, pipeline.task)
         return _Loop(spec, steps[key, padded],
                      [runs[members[i]] if i is not None else None for i in slots],
@@ -128,7 +146,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
                      [evaluators[members[i if i is not None else 0]] for i in slots],
                      x_all, y_all, time.time(), log, stop, padded)
 
-    groups = _model_groups(runs, max(1, width or vmap_width(spec)))
+    groups = _model_groups(runs, mode.width)  # a checkpoint's width wins (pack_groups)
     if spec.protocol.lockstep:  # every group at once, evaluation by evaluation
         in_lockstep([group(*g) for g in groups], FLUSH_SECONDS)
     else:  # one group after another: one group's arrays on the device at a time
@@ -154,19 +172,6 @@ def _model_groups(runs: list[TrialRun], width: int) -> list[tuple[str, list[int]
     return [(key, [members[m] for m in group], slots)
             for key, members in by_model.items()
             for group, slots in pack_groups([runs[i] for i in members], width)]
-
-
-def vmap_width(spec: StudySpec) -> int:
-    """How many trials of a pack train vmapped at once: on accelerators the workload's
-    ``pack_capacity``; on CPUs one. Measured on 2 CPU cores, a vmapped step gives little
-    more than one trial at a time (see benchmarks/README.md), while every trial that
-    finishes early keeps its slot of a vmapped pack busy until the pack ends; one at a
-    time, a CPU pack still pays imports, data loading and compilation once."""
-    from batchscale.training.keras_setup import on_cpu
-
-    if on_cpu():
-        return 1
-    return pack_capacity(spec.workload.dataset, spec.workload.model)
 
 
 def _new_run(store, spec, trial, pipeline, seed, max_steps, pack_size, log, board) -> TrialRun:

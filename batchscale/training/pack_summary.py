@@ -6,6 +6,12 @@ told apart by what it outputs: its Markdown names the pack (id, batch size, tria
 lists each trial's status, stop reason, steps, first step at the study's first goal and
 best validation value; its Metrics hold the counts, the pack's best steps to result and
 each trial's numbers, which the UI can compare across runs.
+
+A mixed pack (trials of several batch sizes, ``PackSpec.mixed``) names every batch size
+with its trials, gives its table a batch-size column, and tells its Metrics apart by
+batch size: ``b8_trial_3_steps_to_result``, and steps to result per batch size
+(``b8_best_steps_to_result``), since a fewest steps over batch sizes means nothing. A
+pack of one batch size keeps the names above, so the UI compares it with older runs.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ def summarize_pack(spec: StudySpec, pack: PackSpec, trials: list[TrialSpec], met
     goal = spec.goals[0]
     watched = f"val/{goal.metric}"
     better = min if goal.direction == "minimize" else max
-    rows_by_trial = {t.trial_id: store.read_measurements(spec, t) for t in trials}
+    name = _metric_prefix(pack)
     statuses = [m.get("status", "INCOMPLETE") for m in metas]
     metrics: dict[str, float] = {
         "trials": len(trials), "complete": statuses.count("COMPLETE"),
@@ -42,32 +48,29 @@ def summarize_pack(spec: StudySpec, pack: PackSpec, trials: list[TrialSpec], met
         "unfinished": sum(s not in ("COMPLETE", "INFEASIBLE") for s in statuses),
         "train_seconds": round(sum(m.get("train_seconds") or 0.0 for m in metas), 3),
     }
-    table, reached = [], []
+    table, reached = [], {}  # batch size -> steps to result of its trials that reached the goal
     for trial, meta in zip(trials, metas):
-        rows = rows_by_trial[trial.trial_id]
+        rows = store.read_measurements(spec, trial)
         step = first_step_reaching(rows, goal, "val") if meta.get("status") == "COMPLETE" else None
         values = [r[watched] for r in rows if isinstance(r.get(watched), float) and math.isfinite(r[watched])]
         best = better(values) if values else None
         if step is not None:
-            reached.append(step)
-            metrics[f"trial_{trial.trial_id}_steps_to_result"] = step
+            reached.setdefault(trial.batch_size, []).append(step)
+            metrics[f"{name(trial.batch_size)}trial_{trial.trial_id}_steps_to_result"] = step
         if best is not None:
-            metrics[f"trial_{trial.trial_id}_best_val_{goal.metric}"] = round(best, 6)
-        table.append(_row(trial, meta, step, best))
-    metrics["reached_goal"] = len(reached)
-    if reached:
-        metrics["best_steps_to_result"] = min(reached)
-    ids = ", ".join(str(t.trial_id) for t in trials)
+            metrics[f"{name(trial.batch_size)}trial_{trial.trial_id}_best_val_{goal.metric}"] = round(best, 6)
+        table.append(([str(trial.batch_size)] if pack.mixed else []) + _row(trial, meta, step, best))
+    metrics["reached_goal"] = sum(map(len, reached.values()))
+    for batch_size, steps in reached.items():
+        metrics[f"{name(batch_size)}best_steps_to_result"] = min(steps)
     parameters = sorted({k for t in trials for k in t.parameters})
-    head = ["trial", "status", "stop reason", "steps", f"reached {goal.label} at", f"best {watched}",
-            *parameters]
+    head = [*(["batch size"] if pack.mixed else []), "trial", "status", "stop reason", "steps",
+            f"reached {goal.label} at", f"best {watched}", *parameters]
     lines = [
-        f"### Pack {pack.pack_id}: batch size {pack.batch_size}, trials {ids}",
+        f"### Pack {pack.pack_id}: {_holds(pack)}",
         "",
         f"Study `{spec.name}` ({spec.workload.label}"
-        f"), protocol {spec.protocol}. "
-        + (f"Fewest steps to {goal.label} in this pack: **{min(reached)}**." if reached
-           else f"No trial of this pack reached {goal.label}."),
+        f"), protocol {spec.protocol}. " + _fewest(pack, reached, goal.label),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -79,6 +82,34 @@ def summarize_pack(spec: StudySpec, pack: PackSpec, trials: list[TrialSpec], met
     counts = ", ".join(f"{n} {s}" for s, n in sorted(
         {s: statuses.count(s) for s in set(statuses)}.items()))
     return PackSummary(metrics, "\n".join(lines) + "\n", f"{pack.pack_id}: {counts}")
+
+
+def _metric_prefix(pack: PackSpec):
+    """The prefix of a trial's Metrics names: none in a pack of one batch size (the names
+    older runs have), ``b<batch size>_`` in a mixed pack (trial ids repeat across sizes)."""
+    return (lambda batch_size: f"b{batch_size}_") if pack.mixed else (lambda _: "")
+
+
+def _holds(pack: PackSpec) -> str:
+    """What the pack holds, in words: ``batch size 16, trials 1, 2, 3``, or for a mixed
+    pack ``batch sizes 8 (trials 1, 2), 16 (trials 1, 2), planned as one mixed pack``
+    (whether they shared one step is the trainer's call, in each trial's metadata)."""
+    if not pack.mixed:
+        return f"batch size {pack.batch_size}, trials {', '.join(map(str, pack.trial_ids))}"
+    parts = ", ".join(f"{b} (trials {', '.join(map(str, ids))})" for b, ids in pack.parts)
+    return f"batch sizes {parts}, planned as one mixed pack"
+
+
+def _fewest(pack: PackSpec, reached: dict[int, list[int]], goal: str) -> str:
+    """The pack's fewest steps to the goal: one number in a pack of one batch size, one
+    per batch size in a mixed pack."""
+    if not reached:
+        return f"No trial of this pack reached {goal}."
+    if not pack.mixed:
+        return f"Fewest steps to {goal} in this pack: **{min(min(s) for s in reached.values())}**."
+    return f"Fewest steps to {goal} in this pack: " + "; ".join(
+        f"batch size {b}: **{min(reached[b])}**" if b in reached else f"batch size {b}: none"
+        for b in pack.batch_sizes) + "."
 
 
 def _row(trial: TrialSpec, meta: dict, step: int | None, best: float | None) -> list[str]:

@@ -42,15 +42,19 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
     """Train (or re-use, or resume) every trial of a pack; return each trial's metadata,
     in the order given. Divergence is a status (INFEASIBLE), never an exception; a
     SIGTERM checkpoints the unfinished trials and raises ``Stopped``. ``width``: how many
-    trials train vmapped at once (default ``pack_loop.vmap_width``: all on an accelerator,
-    one on a CPU; a mixed-batch group at least one per batch size); benchmarks and tests
-    set it. ``trials`` may be of several batch sizes (``_train_sizes``).
+    trials train vmapped at once (default: measured, ``pack_mode``: all of them, up to the
+    workload's ``pack_capacity``, where a probe finds that faster than taking turns, else
+    one at a time; a mixed-batch group at least one per batch size); benchmarks and
+    tests set it. ``trials`` may be of several batch sizes (``_train_sizes``).
 
     A trial trains only under its lease (``trial_lifecycle.TrialLeases``): a trial another
     live writer is training is left to it, and re-used once it is finished (or taken over
     once that writer's lease expires; ``lease_seconds``: how long a lease binds without
     renewal, default ``store.leases.LEASE_SECONDS``). ``store``: the study's store, which
     this module hands on (to the lifecycle and the input pipeline) and never reads itself."""
+    from batchscale.training.pack_mode import forced_mode
+
+    forced_mode()  # a value BATCHSCALE_PACK_MODE does not allow: refused before any write
     results: dict[tuple[int, int], dict] = {}  # by (batch size, trial id): a mixed pack's ids repeat
     pending = list(trials)
     leases = TrialLeases(store, spec, log, lease_seconds)

@@ -115,8 +115,8 @@ def timed_steps(step_fn, state, hyper, orders: list, x_all, y_all, seconds: floa
     ``mixed_step.pad_rows``) after one untimed warm-up chunk of ``first_chunk`` steps (it
     compiles and allocates; none when ``warm``: the step ran just before): chunks sized to
     about a quarter of ``seconds`` until at least ``min_steps`` steps and ``seconds`` are
-    timed, or ``max_steps`` steps. Compilation inside a timed chunk is taken out. The one
-    timing loop of every probe (step times, mixed-batch packs)."""
+    timed, or ``max_steps`` steps. Compilation inside a timed chunk (a new chunk shape) is
+    taken out. The one timing loop of every probe (step times, pack modes, mixed-batch packs)."""
     from batchscale.training.mixed_step import pad_rows
 
     chunk, steps, took_all = first_chunk, 0, 0.0
