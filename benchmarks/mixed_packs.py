@@ -90,20 +90,20 @@ def real_pack(shared: str, args, sizes, quiet) -> None:
     from batchscale.search.trials import make_trials
     from batchscale.store.profiles import write_pack_mode, write_step_times
     from batchscale.training.keras_setup import hardware
+    from batchscale.training.mixed_probe import mode_record
     from batchscale.training.packs import run_pack
+    from batchscale.training.step_timing import now_iso
 
     walls = {"mixed": [], "separate": []}
     for _ in range(args.repeats):
         for mode in ("mixed", "separate"):
             spec, store = _store(shared, args, sizes, args.steps)
-            write_pack_mode(store.fs, spec.name, {
-                "batch_sizes": sizes, "width": len(sizes), "rates": {"mixed": 1.0, "separate": 1.0},
-                "chosen": mode, "device_kind": hardware(1)["device_kind"],
-                "precision": spec.workload.precision, "model": spec.workload.model,
-                "measured": "2026-11-26T00:00:00Z", "source": "benchmark"})
+            write_pack_mode(store.fs, spec.name, mode_record(
+                spec, sizes, {"mixed": 1.0, "separate": 1.0}, mode, now_iso(), "benchmark"))
+            # the once-per-study step-time probes are timed apart (part 3): not here
             write_step_times(store.fs, spec.name, [
                 {"batch_size": b, "devices": 1, "seconds_per_step": 1e-4, "steps": 30,
-                 "precision": spec.workload.precision, **hardware(1), "measured": "2026-11-26T00:00:00Z",
+                 "precision": spec.workload.precision, **hardware(1), "measured": now_iso(),
                  "source": "benchmark"} for b in sizes])
             tick = time.perf_counter()
             metas = run_pack(spec, make_trials(spec), store, log=quiet)

@@ -50,7 +50,7 @@ def probe_mixed(spec: StudySpec, pipeline, batch_sizes, width: int, log=print,
                 seconds: float = PROBE_SECONDS) -> dict:
     """The pack-mode record (``store.profiles.write_pack_mode``'s fields) of a mixed group
     of ``batch_sizes`` ``width`` wide against separate groups, timed now."""
-    from batchscale.training.keras_setup import hardware, training_scope
+    from batchscale.training.keras_setup import training_scope
     from batchscale.training.mixed_step import MixedStep
     from batchscale.training.step_timing import device_arrays, now_iso
 
@@ -69,10 +69,20 @@ def probe_mixed(spec: StudySpec, pipeline, batch_sizes, width: int, log=print,
     chosen = "mixed" if rates["mixed"] >= MIXED_MARGIN * rates["separate"] else "separate"
     log(f"pack mode of batch sizes {'/'.join(map(str, sorted(set(slots))))} ({len(slots)} wide): "
         f"mixed {rates['mixed']:.0f} against separate {rates['separate']:.0f} trial-steps/s: {chosen}")
+    return mode_record(spec, slots, rates, chosen, now_iso(), "probe")
+
+
+def mode_record(spec: StudySpec, slots: list[int], rates: dict, chosen: str, measured: str,
+                source: str) -> dict:
+    """A mixed-or-separate pack-mode record (``store.profiles.write_pack_mode``'s form) of
+    a group with these slots' batch sizes on this device kind. Tests and benchmarks write
+    one with ``chosen`` given, as a probe would have."""
+    from batchscale.training.keras_setup import hardware
+
     return {"batch_sizes": sorted(set(slots)), "width": len(slots), "rates": rates,
             "chosen": chosen, "device_kind": hardware(1)["device_kind"],
             "precision": spec.workload.precision, "model": spec.workload.model,
-            "measured": now_iso(), "source": "probe"}
+            "measured": measured, "source": source}
 
 
 def _seconds_per_step(spec: StudySpec, pipeline, slots: list[int], step_type, x_all, y_all,

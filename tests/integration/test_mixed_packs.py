@@ -22,6 +22,7 @@ from batchscale.search.trials import make_trials
 from batchscale.store.layout import StudyStore
 from batchscale.store.profiles import write_pack_mode, write_step_times
 from batchscale.training.keras_setup import hardware
+from batchscale.training.mixed_probe import mode_record
 from batchscale.training.packs import run_pack
 from batchscale.validation import parse_spec
 from tests.conftest import StopAfter, share_datasets, tiny_spec_dict, trial_histories
@@ -41,15 +42,12 @@ def _study(digits_store, root: str, mode: str):
         goals=[{"metric": "classification_error", "value": 0.5}], checkpoint_seconds=1000))
     store = StudyStore(root)
     store.register_study(spec)
-    write_pack_mode(store.fs, spec.name, {
-        "batch_sizes": SIZES, "width": len(SIZES), "rates": {"mixed": 1.0, "separate": 1.0},
-        "chosen": mode, "device_kind": hardware(1)["device_kind"],
-        "precision": spec.workload.precision, "model": spec.workload.model,
-        "measured": "2026-11-26T00:00:00Z", "source": "test"})
-    write_step_times(store.fs, spec.name, [
-        {"batch_size": b, "devices": 1, "seconds_per_step": 1e-4, "steps": 30,
-         "precision": spec.workload.precision, **hardware(1), "measured": "2026-11-26T00:00:00Z",
-         "source": "test"} for b in SIZES])
+    write_pack_mode(store.fs, spec.name, mode_record(
+        spec, SIZES, {"mixed": 1.0, "separate": 1.0}, mode, "2026-11-26T00:00:00Z", "test"))
+    write_step_times(store.fs, spec.name, [{
+        "batch_size": b, "devices": 1, "seconds_per_step": 1e-4, "steps": 30, **hardware(1),
+        "precision": spec.workload.precision, "measured": "2026-11-26T00:00:00Z", "source": "test"}
+        for b in SIZES])
     return spec, store
 
 
