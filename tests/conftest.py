@@ -245,10 +245,11 @@ def host_devices_flags(count: int) -> str:
             "--xla_cpu_collective_call_terminate_timeout_seconds=600")
 
 
-def trial_histories(store, spec) -> dict:
+def trial_histories(store, spec, by_batch_size: bool = False) -> dict:
     """Each trial of ``spec`` (round 1) as the store holds it: (status, steps, stop reason,
     measurement rows without wall times): what a resumed or raced run must leave exactly as
-    an uninterrupted one did (the fault tests compare them)."""
+    an uninterrupted one did (the fault tests compare them). Keyed by trial id, or by
+    (batch size, trial id) (``by_batch_size``: ids repeat across batch sizes)."""
     from batchscale.search.trials import make_trials
 
     out = {}
@@ -256,7 +257,8 @@ def trial_histories(store, spec) -> dict:
         rows = [{k: v for k, v in row.items() if k != "wall_time"}
                 for row in store.read_measurements(spec, trial)]
         meta = store.read_metadata(spec, trial)
-        out[trial.trial_id] = (meta["status"], meta["steps"], meta.get("stop_reason"), rows)
+        key = (trial.batch_size, trial.trial_id) if by_batch_size else trial.trial_id
+        out[key] = (meta["status"], meta["steps"], meta.get("stop_reason"), rows)
     return out
 
 

@@ -43,25 +43,39 @@ def _place_named(runs: list) -> None:
     wrote its first checkpoint and before the others did would otherwise put the others
     into a fresh group of their own, narrower than the one they trained in, where XLA
     rounds differently: their numbers would differ from the first evaluation on."""
-    named: dict[int, tuple[int, int, list]] = {}
+    named: dict[tuple, tuple] = {}
     for run in runs:
         if run.width is not None and run.members:
+            # a mixed-batch group's members are of several batch sizes (trial ids repeat
+            # across batch sizes): its checkpoint names each member's batch size too
+            sizes = getattr(run, "member_sizes", None) or [_batch(run)] * len(run.members)
             for position, trial_id in enumerate(run.members):
-                if trial_id is not None and trial_id != run.trial.trial_id:
-                    named.setdefault(trial_id, (run.width, position, run.members))
+                if trial_id is not None and (sizes[position], trial_id) != _key(run):
+                    named.setdefault((sizes[position], trial_id),
+                                     (run.width, position, run.members, sizes, getattr(run, "padded", None)))
     for run in runs:
-        if run.width is None and run.trial.trial_id in named:
-            run.width, run.position, run.members = named[run.trial.trial_id]
+        if run.width is None and _key(run) in named:
+            run.width, run.position, run.members, run.member_sizes, run.padded = named[_key(run)]
+
+
+def _batch(run) -> int | None:
+    return getattr(run.trial, "batch_size", None)
+
+
+def _key(run) -> tuple:
+    return _batch(run), run.trial.trial_id
 
 
 def _join_resumed(groups: dict[tuple, list[int]], runs: list, i: int) -> None:
     """Put resumed run ``i`` into a group of runs at its step and pack width where its
     position is free (trials of two earlier packs, e.g. several budget-stopped trials
-    trained one at a time, each held position 0), else into a new such group."""
+    trained one at a time, each held position 0) and whose batch is padded as its was (a
+    mixed-batch group's ``padded``; None otherwise), else into a new such group."""
     run = runs[i]
     for n in range(len(runs)):
         members = groups.setdefault((run.step, run.width, n), [])
-        if all(runs[j].position != run.position for j in members):
+        if all(runs[j].position != run.position
+               and getattr(runs[j], "padded", None) == getattr(run, "padded", None) for j in members):
             members.append(i)
             return
 

@@ -36,6 +36,7 @@ import numpy as np
 from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
+from batchscale.training.mixed_step import batch_counts, member_sizes, pad_rows, padded_batch
 from batchscale.training.pack_groups import in_lockstep, pack_groups
 from batchscale.training.pack_mode import TURNS, PackMode, choose_pack_mode, mode_metadata, probe_rates
 from batchscale.training.signals import Stopped
@@ -59,6 +60,8 @@ class TrialRun:
     width: int | None = None  # from a checkpoint: the pack's width and this trial's position
     position: int | None = None
     members: list | None = None  # from a checkpoint: the trial id at each position (None: filler)
+    member_sizes: list | None = None  # ... and each one's batch size (a mixed-batch group)
+    padded: int | None = None  # from a mixed-batch group's checkpoint: its padded batch size
     done: bool = False
 
     @property
@@ -68,20 +71,21 @@ class TrialRun:
 
 def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, log,
                    stop, width: int | None = None) -> list[dict]:
-    """Train ``trials`` (one batch size, none finished), ``width`` of them vmapped at once
-    (default: the mode ``pack_mode.choose_pack_mode`` chooses, by the study's profile or a
-    probe through this pack's own step); return their metadata. ``store``: the study's
-    store, handed to each trial's ``TrialLife``."""
+    """Train ``trials`` (none finished), ``width`` of them vmapped at once (default: the
+    mode ``pack_mode.choose_pack_mode`` chooses, by the study's profile or a probe through
+    this pack's own step); return their metadata. ``store``: the study's store, handed to
+    each trial's ``TrialLife``. Trials of several batch sizes (``mixed_step``: the caller
+    checked ``mixable``, gives ``width`` and orders them into groups) share groups, each
+    trial at its own budget and evaluation grid."""
     import jax.numpy as jnp
 
     from batchscale.training.evaluator import Evaluator
     from batchscale.training.keras_setup import seed_keras, training_scope
+    from batchscale.training.mixed_step import MixedStep
     from batchscale.training.optimizer_rules import SLOTS
     from batchscale.training.vmapped_step import PackStep, initial_arrays
     from batchscale.workloads import build_model
 
-    batch_size = trials[0].batch_size
-    max_steps = spec.max_steps[batch_size]
     x, y = pipeline.arrays("train")
     x_all = jnp.asarray(x)
     y_all = jnp.asarray(loss_targets(pipeline.task, y, pipeline.num_outputs))
@@ -90,16 +94,18 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
     runs, arrays, evaluators = [], [], []
     models: dict[str, object] = {}  # per model (``_model_key``): the one its PackStep calls
     started = time.time()
-    # one board for the whole pack: a crossing one group publishes, every group sees at once
-    board = crossing_board(store, spec, batch_size)
-    with training_scope(spec.backend, spec.workload.precision, batch_size, log):
+    # one board per batch size for the whole pack: a crossing one group publishes, every
+    # group sees at once
+    boards = {b: crossing_board(store, spec, b) for b in dict.fromkeys(t.batch_size for t in trials)}
+    with training_scope(spec.backend, spec.workload.precision, max(boards), log):
         for trial in trials:
             seed = trial_seed(spec, trial)
             seed_keras(seed, spec.backend)
             model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                                 task=pipeline.task, parameters=trial.parameters)
             models.setdefault(_model_key(trial), model)
-            run = _new_run(store, spec, trial, pipeline, seed, max_steps, len(trials), log, board)
+            run = _new_run(store, spec, trial, pipeline, seed, spec.max_steps[trial.batch_size],
+                           len(trials), log, boards[trial.batch_size])
             values = initial_arrays(model, slots)
             checkpoint = run.life.start()
             if checkpoint is not None:
@@ -108,15 +114,18 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
             arrays.append(values)
             evaluators.append(Evaluator(None, pipeline, spec.evaluation.train_examples, seed))
         l2 = any(r.params.get("l2_penalty", 0.0) for r in runs)
-        steps = {key: PackStep(m, spec.schedule, spec.workload.optimizer, l2, pipeline.num_outputs,
-                               pipeline.task) for key, m in models.items()}
+        # per (model, padded batch): its step; None: no padding (one batch size per group)
+        steps: dict[tuple, PackStep] = {
+            (key, None): PackStep(m, spec.schedule, spec.workload.optimizer, l2,
+                                  pipeline.num_outputs, pipeline.task) for key, m in models.items()}
 
         def probe(wide: int) -> dict:  # the first model's trials, through the pack's own step
             key = _model_key(trials[0])
             alike = [i for i, r in enumerate(runs) if _model_key(r.trial) == key] * wide
-            return probe_rates(spec, steps[key], [arrays[i] for i in alike[:wide]],
+            return probe_rates(spec, steps[key, None], [arrays[i] for i in alike[:wide]],
                                [runs[i].params for i in alike[:wide]],
-                               [evaluators[i] for i in alike[:wide]], x_all, y_all, batch_size, wide)
+                               [evaluators[i] for i in alike[:wide]], x_all, y_all,
+                               trials[0].batch_size, wide)
 
         if width is None and all(run.width is not None for run in runs):
             mode = PackMode(TURNS, 1, "checkpoint")  # every trial resumes at its own width
@@ -127,11 +136,15 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
         for i in members:  # until now: data loading, model builds, the probe (and earlier groups)
             runs[i].life.metadata["pack_setup_seconds"] = time.time() - started
             runs[i].life.metadata.update(mode_metadata(mode, len(slots)))
-        return _Loop(spec, steps[key],
+        padded = padded_batch([runs[i] for i in members])
+        if (key, padded) not in steps:  # a mixed-batch group's step masks its padding
+            steps[key, padded] = MixedStep(models[key], spec.schedule, spec.workload.optimizer, l2,
+                                           pipeline.num_outputs, pipeline.task)
+        return _Loop(spec, steps[key, padded],
                      [runs[members[i]] if i is not None else None for i in slots],
                      [arrays[members[i if i is not None else 0]] for i in slots],
                      [evaluators[members[i if i is not None else 0]] for i in slots],
-                     x_all, y_all, time.time(), log, stop)
+                     x_all, y_all, time.time(), log, stop, padded)
 
     groups = _model_groups(runs, mode.width)  # a checkpoint's width wins (pack_groups)
     if spec.protocol.lockstep:  # every group at once, evaluation by evaluation
@@ -175,6 +188,7 @@ def _resume(run: TrialRun, checkpoint, values: dict) -> dict:
     state = checkpoint.state
     run.width, run.position = int(state["pack_width"]), int(state["pack_position"])
     run.members = state.get("pack_members")  # absent from checkpoints before it was recorded
+    run.member_sizes, run.padded = state.get("pack_batch_sizes"), state.get("pack_padded")
     run.order.restore(state["order"], checkpoint.arrays["order"])
     return {k: v for k, v in checkpoint.arrays.items() if k != "order"} or values
 
@@ -188,7 +202,8 @@ def _filler(like: TrialRun) -> TrialRun:
 class _Loop:
     """The evaluation-to-evaluation loop of one group of trials at the same step."""
 
-    def __init__(self, spec, step_fn, runs, arrays, evaluators, x_all, y_all, started, log, stop):
+    def __init__(self, spec, step_fn, runs, arrays, evaluators, x_all, y_all, started, log, stop,
+                 padded: int | None = None):
         from batchscale.training.optimizer_rules import SLOTS
         from batchscale.training.vmapped_step import stack_hyper, stack_trials
 
@@ -199,15 +214,24 @@ class _Loop:
         named = next((r.members for r in runs if r is not None and r.members), None) or []
         self.members = [r.trial.trial_id if r is not None
                         else (named[p] if p < len(named) else None) for p, r in enumerate(runs)]
+        self.member_sizes = member_sizes(runs)
         runs = [r if r is not None else _filler(real) for r in runs]
         for run in runs:  # trials sharing each compiled step: its time is not theirs alone
             if run.life is not None:
                 run.life.metadata["vmap_width"] = run.life.metadata["trained_together"] = len(runs)
+                if padded is not None:  # a mixed-batch group's: its batch padded to this
+                    run.life.metadata["padded_batch"] = padded
         self.runs, self.evaluators = runs, evaluators
         self.x_all, self.y_all, self.started = x_all, y_all, started
         self.state = stack_trials(arrays, SLOTS[spec.workload.optimizer])
         keys = (*SCHEDULE_PARAMETERS[spec.schedule], *SCHEDULE_OPTIONAL_PARAMETERS[spec.schedule])
         self.hyper = stack_hyper([r.params for r in runs], keys, spec.workload.optimizer)
+        self.padded = padded  # a mixed-batch group: every batch padded to this many rows
+        if padded is not None:  # ... each trial's loss over its own (``mixed_step``)
+            self.hyper["batch_size"] = batch_counts(runs)
+        # each trial's own evaluation grid (its batch size's budget); the group's is their union
+        self.grids = [set(evaluation_steps(spec.max_steps[r.trial.batch_size],
+                                           spec.evaluation.resolution)) for r in runs]
         self.last_checkpoint = self.last_flush = time.time()
         self.chunk_steps = 1
         self.eval_seconds = 0.0
@@ -218,15 +242,13 @@ class _Loop:
     # ---- the loop -------------------------------------------------------------------
     def evaluations(self):
         """Train the group evaluation by evaluation, yielding after each (``in_lockstep``)."""
-        batch_size = self.runs[0].trial.batch_size
-        max_steps = self.spec.max_steps[batch_size]
         first = self.live()[0]
         step = first.step
-        grid = evaluation_steps(max_steps, self.spec.evaluation.resolution)
+        grid = sorted(set().union(*(self.grids[p] for p, r in enumerate(self.runs) if not r.done)))
         self.begun = True
         if not first.life.rows:
             self._evaluate(0)  # as the per-trial trainer: no goal is checked at step 0
-        elif step in grid and not first.life.evaluated():
+        elif any(self._due(p, step) and not r.life.evaluated() for p, r in enumerate(self.runs)):
             self._evaluate(step)  # checkpointed after training up to an evaluation step
             self._finish_some(step)
         yield step
@@ -258,7 +280,8 @@ class _Loop:
         return [r for r in self.runs if not r.done]
 
     def _train(self, step: int, n: int) -> int:
-        indices = np.stack([run.order.take(n).reshape(n, -1) for run in self.runs], 1)
+        indices = np.stack([pad_rows(run.order.take(n).reshape(n, -1), self.padded)
+                            for run in self.runs], 1)
         tick = time.perf_counter()
         compile_before = self.step_fn.compile_seconds
         self.state, finite = self.step_fn.run_chunk(self.state, self.hyper, indices, step,
@@ -280,9 +303,13 @@ class _Loop:
             lambda x, shared: self.step_fn.predict(self.state, x, shared, self.x_all),
             step, self.started)
         self.eval_seconds += time.perf_counter() - tick
-        for run, row in zip(self.runs, rows):
-            if not run.done:
+        for position, (run, row) in enumerate(zip(self.runs, rows)):
+            if self._due(position, step):
                 run.life.record(row)
+
+    def _due(self, position: int, step: int) -> bool:
+        """Whether the trial at ``position`` is live and evaluated at ``step`` (its grid)."""
+        return not self.runs[position].done and step in self.grids[position]
 
     def _finish_some(self, step: int, final: bool = False) -> None:
         """Finish every live trial whose latest evaluation ends it (``final``: the grid is
@@ -290,12 +317,14 @@ class _Loop:
         trained (and ignored) until the pack ends: narrowing the stacked arrays would change
         the width of the vmapped step, and with it XLA's rounding for the trials still
         training, which a resumed pack could not reproduce step for step."""
-        for run in self.live():
+        for position, run in enumerate(self.runs):
+            if not self._due(position, step) and not (final and not run.done):
+                continue  # done, or evaluated at another step (a mixed-batch group)
             outcome = run.life.outcome(final)
             if outcome is not None:
                 run.done = True
                 run.life.finish(outcome, len(run.order.order), time.time() - self.started,
-                                self._snapshot(self.runs.index(run)),
+                                self._snapshot(position),
                                 compile_seconds=self.step_fn.compile_seconds,
                                 evaluation_seconds=self.eval_seconds)
 
@@ -323,5 +352,7 @@ class _Loop:
             order_state, order = self.runs[position].order.state()
             return ({**self.state.trial(position), "order": order},
                     {"order": order_state, "pack_width": len(self.runs), "pack_position": position,
-                     "pack_members": self.members})
+                     "pack_members": self.members,
+                     **({} if self.padded is None else {"pack_batch_sizes": self.member_sizes,
+                                                        "pack_padded": self.padded})})
         return snapshot

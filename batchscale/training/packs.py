@@ -1,10 +1,16 @@
-"""Train a pack of trials of one batch size in one process: ``run_pack``.
+"""Train a pack of trials in one process: ``run_pack``.
 
 A pack pays imports, data loading and compilation once for all its trials. On the JAX
 backend, with in-memory classification or regression data on one device, its trials train together
 in one jitted step vmapped over them (``pack_loop``); otherwise (TensorFlow backend, a
 trial spread data-parallel over several devices, streamed data, other tasks)
 they train one after another in this process with the per-trial trainer.
+
+A pack may hold trials of several batch sizes (the planner groups small ones): they train
+as one mixed-batch pack, each group's batch padded to its largest batch size and each
+trial's loss masked to its own rows (``mixed_step``), when they can be mixed (``mixable``)
+and a timed probe cached in the study's profile says it pays (``mixed_probe``); otherwise
+each batch size's trials train as a pack of their own, one batch size after another.
 
 Either way each trial stays its own: its own seed, data order, metaparameters,
 metadata.json and measurements.csv, in the same layout as a trial trained alone, and a
@@ -21,6 +27,7 @@ every trial from its checkpoint, step for step.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.signals import Stopped, stop_on_sigterm
@@ -37,7 +44,8 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
     SIGTERM checkpoints the unfinished trials and raises ``Stopped``. ``width``: how many
     trials train vmapped at once (default: measured, ``pack_mode``: all of them, up to the
     workload's ``pack_capacity``, where a probe finds that faster than taking turns, else
-    one at a time); benchmarks and tests set it.
+    one at a time; a mixed-batch group at least one per batch size); benchmarks and
+    tests set it. ``trials`` may be of several batch sizes (``_train_sizes``).
 
     A trial trains only under its lease (``trial_lifecycle.TrialLeases``): a trial another
     live writer is training is left to it, and re-used once it is finished (or taken over
@@ -47,7 +55,7 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
     from batchscale.training.pack_mode import forced_mode
 
     forced_mode()  # a value BATCHSCALE_PACK_MODE does not allow: refused before any write
-    results: dict[int, dict] = {}
+    results: dict[tuple[int, int], dict] = {}  # by (batch size, trial id): a mixed pack's ids repeat
     pending = list(trials)
     leases = TrialLeases(store, spec, log, lease_seconds)
     notice = WaitNotice(log)
@@ -62,14 +70,14 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
                         if meta is not None:
                             leases.release(trial)
                     if meta is not None:
-                        results[trial.trial_id] = meta
+                        results[trial.batch_size, trial.trial_id] = meta
                     elif leases.holds(trial):
                         todo.append(trial)
                     else:
                         waiting.append(trial)
                 if todo:
-                    for meta in _train(spec, todo, store, log, stop, width):
-                        results[meta["trial_id"]] = meta
+                    for meta in _train_sizes(spec, todo, store, log, stop, width):
+                        results[meta["batch_size"], meta["trial_id"]] = meta
                     for trial in todo:
                         leases.release(trial)
                 pending = waiting
@@ -77,7 +85,7 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
                     _wait_for_others(pending, leases, notice, stop)
         finally:
             leases.release_all()  # a stopped pack's trials are free for the next run at once
-    return [results[trial.trial_id] for trial in trials]
+    return [results[trial.batch_size, trial.trial_id] for trial in trials]
 
 
 def quiet(*_) -> None:
@@ -126,6 +134,110 @@ def _wait_for_others(trials: list[TrialSpec], leases: TrialLeases, notice: WaitN
             return
         notice.say(holdings)
         time.sleep(1.0)
+
+
+def _train_sizes(spec: StudySpec, trials: list[TrialSpec], store, log, stop,
+                 width: int | None) -> list[dict]:
+    """Train a pack's trials of one or several batch sizes: several as one mixed-batch
+    pack when they can be mixed (``mixable``) and the study's pack-mode record (or a
+    probe now: ``mixed_probe.mixed_chosen``) says it pays, else each batch size's trials
+    as a pack of its own, one batch size after another. A pack of one small batch size
+    (``mixed_step.SMALL_BATCH``) in a study with other small batch sizes probes them once
+    (``_probe_small``), so the planner can mix them at later stages."""
+    from batchscale.training.mixed_probe import mixed_chosen
+
+    sizes = list(dict.fromkeys(trial.batch_size for trial in trials))
+    if len(sizes) > 1:
+        pipeline = _open(spec, store)
+        w = mixed_width(spec, sizes, width)
+        if mixable(spec, pipeline, trials, log) and mixed_chosen(spec, store, pipeline, sizes, w, log):
+            return _train_mixed(spec, trials, store, pipeline, log, stop, w)
+    out = []
+    for size in sizes:
+        out += _train(spec, [t for t in trials if t.batch_size == size], store, log, stop, width)
+    if len(sizes) == 1:
+        _probe_small(spec, trials, store, log, width)
+    return out
+
+
+def _open(spec: StudySpec, store):
+    """The study's input pipeline, on its backend."""
+    from batchscale.training.keras_setup import select_backend
+    from batchscale.workloads.dataset_registry import dataset_for, open_pipeline
+
+    select_backend(spec.backend)
+    return open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
+
+
+def _train_mixed(spec: StudySpec, trials: list[TrialSpec], store, pipeline, log, stop,
+                 w: int) -> list[dict]:
+    """One mixed-batch pack, ``w`` slots a group: its trials ordered by (trial id, batch
+    size), so each group holds the batch sizes in turn, and a pack run again after a stop
+    puts its fresh trials into the groups they had; then a step-time probe per batch size
+    (its trials shared each step: none timed one run alone)."""
+    from batchscale.training.pack_loop import train_together
+    from batchscale.training.step_timing import profile_pack
+
+    ordered = sorted(trials, key=lambda t: (t.trial_id, t.batch_size))
+    done = train_together(spec, ordered, store, pipeline, log, stop, w)
+    for size in sorted({t.batch_size for t in trials}):
+        profile_pack(spec, store, pipeline, size, w, log)
+    return done
+
+
+def mixed_width(spec: StudySpec, batch_sizes, width: int | None) -> int:
+    """Slots of a mixed-batch group: ``width`` (default ``mixed_probe.separate_width``), and
+    at least one per batch size (a CPU's width of one would mix nothing)."""
+    from batchscale.training.mixed_probe import separate_width
+
+    return max(width or separate_width(spec), len(set(batch_sizes)))
+
+
+def mixable(spec: StudySpec, pipeline, trials: list[TrialSpec], log=print) -> bool:
+    """Whether ``trials`` (of several batch sizes) can train in mixed-batch groups with
+    each trial's update exactly its own batch's: the vmapped engine applies to every
+    batch size (``vmappable``), they share one model (a user's model function with
+    differing model parameters does not), and the model's rows do not see each other in
+    training (``mixed_step.exact_under_padding``: no batch normalisation; dropout only
+    where its draws are per element), checked by running the model once."""
+    from batchscale.training.keras_setup import training_scope
+    from batchscale.training.mixed_step import exact_under_padding
+    from batchscale.training.pack_loop import _model_key
+    from batchscale.workloads import build_model
+
+    sizes = {t.batch_size for t in trials}
+    if len(sizes) < 2 or not all(vmappable(spec, pipeline, size) for size in sizes):
+        return False
+    if len({_model_key(t) for t in trials}) > 1:
+        return False
+    with training_scope(spec.backend, spec.workload.precision, 1, log):
+        model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
+                            task=pipeline.task, parameters=trials[0].parameters)
+        exact = exact_under_padding(model, pipeline.arrays("train")[0][:4])
+    if not exact:
+        log(f"model {spec.workload.model}: its rows see each other in training (batch "
+            "normalisation, or random draws that depend on the batch's shape): "
+            "batch sizes train in packs of their own, not mixed")
+    return exact
+
+
+def _probe_small(spec: StudySpec, trials: list[TrialSpec], store, log, width) -> None:
+    """After a pack of the study's smallest batch size: probe once whether its small batch
+    sizes (``mixed_step.SMALL_BATCH`` or less) train faster mixed (``mixed_chosen``
+    writes the record the planner reads); nothing when there is a record already, fewer
+    than two small batch sizes, or they cannot be mixed."""
+    from batchscale.training.mixed_probe import mixed_chosen, pack_mode_record
+    from batchscale.training.mixed_step import SMALL_BATCH
+
+    small = sorted(b for b in spec.batch_sizes if b <= SMALL_BATCH)
+    if len(small) < 2 or trials[0].batch_size != small[0]:
+        return  # only the smallest's pack probes: packs running at once probe once
+    w = mixed_width(spec, small, width)
+    if pack_mode_record(spec, store, small, w) is not None:
+        return
+    pipeline = _open(spec, store)
+    if mixable(spec, pipeline, [replace(trials[0], batch_size=b) for b in small], quiet):
+        mixed_chosen(spec, store, pipeline, small, w, log)
 
 
 def _train(spec: StudySpec, trials: list[TrialSpec], store, log, stop,

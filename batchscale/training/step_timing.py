@@ -48,10 +48,11 @@ def probe_parameters(spec: StudySpec, quantile: float) -> dict:
     return params
 
 
-def probe_pack(spec: StudySpec, pipeline, params: list[dict]):
+def probe_pack(spec: StudySpec, pipeline, params: list[dict], step_type=None):
     """(model, PackStep, stacked state, stacked metaparameters) of ``params`` trained
     together with a constant learning rate, every run from the same initial model (built
-    with the first run's model parameters: probe runs differ only in trainer settings)."""
+    with the first run's model parameters: probe runs differ only in trainer settings).
+    ``step_type``: a ``PackStep`` subclass to build instead (``mixed_step.MixedStep``)."""
     from batchscale.training.keras_setup import seed_keras
     from batchscale.training.optimizer_rules import SLOTS
     from batchscale.training.vmapped_step import PackStep, initial_arrays, stack_hyper, stack_trials
@@ -61,7 +62,7 @@ def probe_pack(spec: StudySpec, pipeline, params: list[dict]):
     model = build_model(spec.workload.model, pipeline.input_shape, pipeline.num_outputs,
                         task=pipeline.task, parameters=params[0])
     slots = SLOTS[spec.workload.optimizer]
-    step_fn = PackStep(model, "constant", spec.workload.optimizer,
+    step_fn = (step_type or PackStep)(model, "constant", spec.workload.optimizer,
                        any(p.get("l2_penalty", 0.0) for p in params), pipeline.num_outputs,
                        pipeline.task)
     state = stack_trials([initial_arrays(model, slots)] * len(params), slots)
@@ -110,15 +111,19 @@ def timed_steps(step_fn, state, hyper, orders: list, x_all, y_all, seconds: floa
                 first_chunk: int = 5, warm: bool = False):
     """(steps timed, their seconds, the state after) of ``step_fn`` (a ``PackStep``) training
     ``state`` (one trial per entry of ``orders``, each drawing its batches from its own
-    ``EpochPermutations``) after one untimed warm-up chunk of ``first_chunk`` steps (it
+    ``EpochPermutations``; of several batch sizes, each padded to the largest:
+    ``mixed_step.pad_rows``) after one untimed warm-up chunk of ``first_chunk`` steps (it
     compiles and allocates; none when ``warm``: the step ran just before): chunks sized to
     about a quarter of ``seconds`` until at least ``min_steps`` steps and ``seconds`` are
     timed, or ``max_steps`` steps. Compilation inside a timed chunk (a new chunk shape) is
-    taken out. The one timing loop of every probe (step times, pack modes)."""
+    taken out. The one timing loop of every probe (step times, pack modes, mixed-batch packs)."""
+    from batchscale.training.mixed_step import pad_rows
+
     chunk, steps, took_all = first_chunk, 0, 0.0
-    batch_size = orders[0].batch_size
+    padded = max(o.batch_size for o in orders)
     while True:
-        indices = np.stack([o.take(chunk).reshape(chunk, batch_size) for o in orders], 1)
+        indices = np.stack([pad_rows(o.take(chunk).reshape(chunk, o.batch_size), padded)
+                            for o in orders], 1)
         compiled = step_fn.compile_seconds
         tick = time.perf_counter()
         state, _ = step_fn.run_chunk(state, hyper, indices, steps, x_all, y_all)

@@ -35,10 +35,36 @@ def stateless_loss(task: str, outputs, targets, smoothing, num_outputs: int):
     from keras import ops
 
     if task == "classification":
-        target = ops.add(ops.multiply(targets, ops.subtract(1.0, smoothing)),
-                         ops.divide(smoothing, float(num_outputs)))
-        losses = ops.categorical_crossentropy(target, outputs, from_logits=True)
+        losses = _cross_entropies(outputs, targets, smoothing, num_outputs)
         return ops.divide(ops.sum(losses), float(losses.shape[0]))
     if task == "regression":
         return ops.mean(ops.square(ops.subtract(ops.cast(outputs, "float32"), targets)))
     raise ValueError(f"the vmapped step trains {', '.join(VMAPPED_TASKS)}, not {task!r}")
+
+
+def masked_loss(task: str, outputs, targets, smoothing, num_outputs: int, count):
+    """``stateless_loss`` of the batch's first ``count`` examples (traceable, ``count`` a
+    traced float): the rows after them are padding (a mixed-batch pack pads every trial's
+    batch to its largest, ``mixed_step``). Their losses are left out with ``where``, never
+    multiplied by 0 (a padded row whose loss overflows would make 0 * inf = nan), so their
+    gradient is exactly 0 and the mean is over ``count`` examples, as the trial's own."""
+    from keras import ops
+
+    real = ops.less(ops.arange(outputs.shape[0], dtype="float32"), count)
+    if task == "classification":
+        losses = _cross_entropies(outputs, targets, smoothing, num_outputs)
+        return ops.divide(ops.sum(ops.where(real, losses, 0.0)), count)
+    if task == "regression":
+        squares = ops.square(ops.subtract(ops.cast(outputs, "float32"), targets))
+        kept = ops.where(ops.expand_dims(real, 1), squares, 0.0)
+        return ops.divide(ops.sum(kept), ops.multiply(count, float(squares.shape[1])))
+    raise ValueError(f"the vmapped step trains {', '.join(VMAPPED_TASKS)}, not {task!r}")
+
+
+def _cross_entropies(outputs, targets, smoothing, num_outputs: int):
+    """Each example's softmax cross entropy against its label-smoothed one-hot target."""
+    from keras import ops
+
+    target = ops.add(ops.multiply(targets, ops.subtract(1.0, smoothing)),
+                     ops.divide(smoothing, float(num_outputs)))
+    return ops.categorical_crossentropy(target, outputs, from_logits=True)

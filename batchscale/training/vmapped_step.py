@@ -115,13 +115,16 @@ class PackStep:
         def loss_fn(trainable, non_trainable):
             outputs, non_trainable = self.model.stateless_call(trainable, non_trainable, x,
                                                                training=True)
-            loss = stateless_loss(self.task, outputs, y, hyper["label_smoothing"], self.num_classes)
-            return loss, non_trainable
+            return self._loss(outputs, y, hyper), non_trainable
 
         (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             trainable, non_trainable)
         trainable, slots = self._update(trainable, grads, slots, hyper, step)
         return trainable, non_trainable, slots, loss
+
+    def _loss(self, outputs, y, hyper):
+        """The batch's training loss (``mixed_step.MixedStep``: of its unpadded rows)."""
+        return stateless_loss(self.task, outputs, y, hyper["label_smoothing"], self.num_classes)
 
     def _update(self, trainable, grads, slots, hyper, step):
         """Every trainable variable's update by the optimizer's rule (``apply_rule``):
