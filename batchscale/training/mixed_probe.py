@@ -23,9 +23,13 @@ import math
 import numpy as np
 
 from batchscale.core.spec import StudySpec
+from batchscale.training.pack_mode import MARGIN
 
 PROBE_SECONDS = 0.5  # timed seconds per configuration (after a warm-up chunk)
-MIXED_MARGIN = 1.1  # mixed must be this much faster than separate groups to be chosen
+# Mixed must be this much faster than separate groups to be chosen: the pack mode's one
+# margin (``pack_mode.MARGIN``: the slots early stopping wastes, and a probe's 2x noise on
+# a busy CPU, where a 1.1x margin chose mixed in one quickstart and separate in the next).
+MIXED_MARGIN = MARGIN
 
 
 def slot_sizes(batch_sizes, width: int) -> list[int]:
