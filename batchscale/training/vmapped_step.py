@@ -16,9 +16,14 @@ The steps between two evaluations run inside that call (``lax.fori_loop`` over b
 indices gathered on the host, one row per step and trial), with a dynamic trip count:
 one executable per pack width serves chunks of any length, and because every step runs
 the same compiled loop body, how a run is cut into chunks (by time, by a checkpoint, by
-a restart) never changes a number it computes. Convolutional models on a CPU run one
-compiled step per call instead (``steps_in_graph``: XLA:CPU is slow at convolutions
-inside a loop), which is just as independent of the chunking.
+a restart) never changes a number it computes. The chunk's batch indices travel in a
+buffer of a few sizes only (``buffer_steps``: the chunk's steps rounded up to a power of
+two, never below ``MIN_BUFFER`` indices and never above ``chunk_capacity``), so a 3-step
+chunk at batch 4,000 sends 16 steps of indices, not 512 (8 MiB), while a pack compiles a
+few loops at most; the loop body, and with it every number, is the same whichever buffer
+carries the steps. Convolutional models on a CPU run one compiled step per call instead
+(``steps_in_graph``: XLA:CPU is slow at convolutions inside a loop), which is just as
+independent of the chunking.
 """
 
 from __future__ import annotations
@@ -35,11 +40,43 @@ from batchscale.training.task_losses import stateless_loss
 
 INDEX_BUDGET = 1 << 21  # int32 batch indices per chunk buffer (8 MiB): bounds a chunk's steps
 MAX_CHUNK_STEPS = 512
+MIN_BUFFER = 1 << 16  # int32 indices (256 KiB) below which a buffer is too cheap to shrink
 
 
 def chunk_capacity(width: int, batch_size: int) -> int:
     """Steps one chunk buffer holds for ``width`` trials at ``batch_size``."""
     return int(max(1, min(MAX_CHUNK_STEPS, INDEX_BUDGET // max(1, width * batch_size))))
+
+
+def buffer_steps(steps: int, width: int, batch_size: int) -> int:
+    """Rows of the index buffer that carries a chunk of ``steps`` (at most
+    ``chunk_capacity``) steps: the next power of two, at least ``MIN_BUFFER`` indices, at
+    most the capacity. Each size is one compiled loop, so sizes are few: fc_128_128's
+    quickstart packs compile one (batch sizes 8-2,048) or two (batch 4,000)."""
+    capacity = chunk_capacity(width, batch_size)
+    floor = MIN_BUFFER // max(1, width * batch_size)
+    return int(min(capacity, max(1 << max(0, steps - 1).bit_length(), floor)))
+
+
+def index_buffer(steps: int, width: int, batch_size: int) -> np.ndarray:
+    """A zeroed int32 buffer (rows, width, batch) for a chunk of ``steps`` steps: a caller
+    that fills its first ``steps`` rows in place and hands it to ``PackStep.run_chunk``
+    (``steps=``) sends it as it is, without another copy. Rows: ``buffer_steps`` where the
+    chunk fits one call, else ``steps`` (``run_chunk`` cuts it into calls)."""
+    fits = steps <= chunk_capacity(width, batch_size)
+    rows = buffer_steps(steps, width, batch_size) if fits else steps
+    return np.zeros((rows, width, batch_size), np.int32)
+
+
+def _call_buffer(indices: np.ndarray, start: int, length: int, rows: int) -> np.ndarray:
+    """The ``rows``-row int32 buffer of one compiled call whose ``length`` steps start at
+    row ``start`` of ``indices``: a view where ``indices`` already is such a buffer,
+    else a zero-padded copy. Rows past ``length`` are never read."""
+    if indices.dtype == np.int32 and indices.shape[0] >= start + rows:
+        return indices[start:start + rows]
+    buffer = np.zeros((rows, *indices.shape[1:]), np.int32)
+    buffer[:length] = indices[start:start + length]
+    return buffer
 
 
 @dataclass
@@ -106,6 +143,7 @@ class PackStep:
         self._compiled: dict[tuple, object] = {}
         self.compile_seconds = 0.0
         self._predict = None
+        self._predict_batches = None
         self.steps_in_graph = steps_in_graph(model)
 
     # ---- training -----------------------------------------------------------------
@@ -181,33 +219,33 @@ class PackStep:
         return jax.lax.fori_loop(0, steps, body, carry)
 
     def run_chunk(self, state: StackedState, hyper: dict, indices: np.ndarray, first_step: int,
-                  x_all, y_all) -> tuple[StackedState, np.ndarray]:
-        """Train ``indices.shape[0]`` steps (indices: (steps, trials, batch)) from
+                  x_all, y_all, steps: int | None = None) -> tuple[StackedState, np.ndarray]:
+        """Train ``steps`` steps (default: all of ``indices``, (steps, trials, batch)) from
         ``first_step``; returns the new state and, per trial, whether every loss was finite.
+        ``indices`` may be an ``index_buffer`` whose first ``steps`` rows are filled.
 
-        In one compiled call (``lax.fori_loop``) where that pays, else one compiled call per
-        step, dispatched without waiting (``steps_in_graph``)."""
+        In one compiled call (``lax.fori_loop``) per ``chunk_capacity`` steps where that
+        pays, each sending a ``buffer_steps`` buffer, else one compiled call per step,
+        dispatched without waiting (``steps_in_graph``)."""
         import jax.numpy as jnp
 
-        steps, width, batch = indices.shape
+        _, width, batch = indices.shape
+        steps = indices.shape[0] if steps is None else steps
         carry = (state.trainable, state.non_trainable, state.slots, jnp.ones((width,), bool))
         if self.steps_in_graph:
             capacity = chunk_capacity(width, batch)
             for start in range(0, steps, capacity):  # one compiled call per buffer of steps
-                piece = indices[start:start + capacity]
-                buffer = np.zeros((capacity, width, batch), np.int32)
-                buffer[:len(piece)] = piece
-                args = (carry, hyper, jnp.asarray(buffer), jnp.int32(len(piece)),
-                        jnp.int32(first_step + start), x_all, y_all)
-                carry = self._compiled_call("chunk", self._chunk, args,
-                                            (width, batch, capacity))(*args)
-            trainable, non_trainable, slots, finite = carry
+                length = min(capacity, steps - start)
+                rows = buffer_steps(length, width, batch)
+                args = (carry, hyper, jnp.asarray(_call_buffer(indices, start, length, rows)),
+                        jnp.int32(length), jnp.int32(first_step + start), x_all, y_all)
+                carry = self._compiled_call("chunk", self._chunk, args, (width, batch, rows))(*args)
         else:
-            device_indices = jnp.asarray(indices.astype(np.int32))
+            device_indices = jnp.asarray(indices[:steps].astype(np.int32, copy=False))
             for i in range(steps):
                 args = (carry, hyper, device_indices[i], jnp.int32(first_step + i), x_all, y_all)
                 carry = self._compiled_call("step", self._step, args, (width, batch))(*args)
-            trainable, non_trainable, slots, finite = carry
+        trainable, non_trainable, slots, finite = carry
         finite = np.asarray(finite)  # waits for the chunk to finish
         return StackedState(list(trainable), list(non_trainable),
                             {name: list(values) for name, values in slots.items()}), finite
@@ -237,19 +275,53 @@ class PackStep:
         import jax
 
         if self._predict is None:
-            def one(trainable, non_trainable, x):
-                return self.model.stateless_call(trainable, non_trainable, x, training=False)[0]
-
-            def gathered(trainable, non_trainable, indices, x_all):
-                return one(trainable, non_trainable, x_all[indices])
-
-            self._predict = {True: jax.jit(jax.vmap(one, in_axes=(0, 0, None))),
-                             False: jax.jit(jax.vmap(gathered, in_axes=(0, 0, 0, None)))}
+            self._predict = {True: jax.jit(jax.vmap(self._forward, in_axes=(0, 0, None))),
+                             False: jax.jit(jax.vmap(self._gathered, in_axes=(0, 0, 0, None)))}
         if shared:
             logits = self._predict[True](state.trainable, state.non_trainable, x)
         else:
             logits = self._predict[False](state.trainable, state.non_trainable, x, x_all)
         return np.asarray(logits, dtype=np.float32)
+
+
+    def predict_batches(self, state: StackedState, batches: tuple, shared: tuple, x_all,
+                        labels: tuple | None = None) -> tuple[list, list | None]:
+        """Several evaluation batches in one compiled call and one fetch: batch i's logits
+        (trials, n, outputs), float32, the same bits ``predict(state, batches[i],
+        shared[i], x_all)`` gives (the same vmapped forward pass on the same shapes).
+
+        With ``labels`` (per batch, on the device: (n,) when shared, else (trials, n)),
+        also each trial's count of the batch's examples whose highest logit is not its
+        label (int32, (trials,)), counted on the device (``metrics.update_pack``)."""
+        import jax
+        import jax.numpy as jnp
+
+        if self._predict_batches is None:
+            forward = {True: jax.vmap(self._forward, in_axes=(0, 0, None)),
+                       False: jax.vmap(self._gathered, in_axes=(0, 0, 0, None))}
+
+            def many(trainable, non_trainable, batches, x_all, labels, shared):
+                logits, wrong = [], []
+                for i, (inputs, alike) in enumerate(zip(batches, shared)):
+                    args = (inputs,) if alike else (inputs, x_all)
+                    logits.append(forward[alike](trainable, non_trainable, *args))
+                    if labels is not None:
+                        miss = jnp.argmax(logits[-1], axis=-1) != labels[i]
+                        wrong.append(jnp.sum(miss, axis=-1, dtype=jnp.int32))
+                return logits, wrong
+
+            self._predict_batches = jax.jit(many, static_argnums=(5,))
+        logits, wrong = jax.device_get(self._predict_batches(
+            state.trainable, state.non_trainable, tuple(batches), x_all,
+            None if labels is None else tuple(labels), tuple(shared)))
+        return ([np.asarray(a, dtype=np.float32) for a in logits],
+                None if labels is None else list(wrong))
+
+    def _forward(self, trainable, non_trainable, x):
+        return self.model.stateless_call(trainable, non_trainable, x, training=False)[0]
+
+    def _gathered(self, trainable, non_trainable, indices, x_all):
+        return self._forward(trainable, non_trainable, x_all[indices])
 
 
 def _squeeze(tree):
