@@ -227,23 +227,24 @@ class PackStep:
         In one compiled call (``lax.fori_loop``) per ``chunk_capacity`` steps where that
         pays, each sending a ``buffer_steps`` buffer, else one compiled call per step,
         dispatched without waiting (``steps_in_graph``)."""
-        import jax.numpy as jnp
-
         _, width, batch = indices.shape
         steps = indices.shape[0] if steps is None else steps
-        carry = (state.trainable, state.non_trainable, state.slots, jnp.ones((width,), bool))
+        # host arrays and numpy scalars go to the compiled call as they are: a jnp.int32 or
+        # jnp.ones made on the host first is a dispatch of its own (measured 2026-11-26:
+        # about 0.3 ms less per call, a step of batch 8 being about 0.1 ms)
+        carry = (state.trainable, state.non_trainable, state.slots, np.ones((width,), bool))
         if self.steps_in_graph:
             capacity = chunk_capacity(width, batch)
             for start in range(0, steps, capacity):  # one compiled call per buffer of steps
                 length = min(capacity, steps - start)
                 rows = buffer_steps(length, width, batch)
-                args = (carry, hyper, jnp.asarray(_call_buffer(indices, start, length, rows)),
-                        jnp.int32(length), jnp.int32(first_step + start), x_all, y_all)
+                args = (carry, hyper, _call_buffer(indices, start, length, rows),
+                        np.int32(length), np.int32(first_step + start), x_all, y_all)
                 carry = self._compiled_call("chunk", self._chunk, args, (width, batch, rows))(*args)
         else:
-            device_indices = jnp.asarray(indices[:steps].astype(np.int32, copy=False))
+            host_indices = indices[:steps].astype(np.int32, copy=False)
             for i in range(steps):
-                args = (carry, hyper, device_indices[i], jnp.int32(first_step + i), x_all, y_all)
+                args = (carry, hyper, host_indices[i], np.int32(first_step + i), x_all, y_all)
                 carry = self._compiled_call("step", self._step, args, (width, batch))(*args)
         trainable, non_trainable, slots, finite = carry
         finite = np.asarray(finite)  # waits for the chunk to finish
