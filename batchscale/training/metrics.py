@@ -234,15 +234,13 @@ class MetricAccumulator:
 
 
 def update_pack(accumulators: list[MetricAccumulator], logits: np.ndarray, targets: list,
-                weights: list | None = None, errors=None) -> None:
+                weights: list | None = None) -> None:
     """Fold one evaluation batch of a pack into each trial's accumulator: ``logits`` stacked
     on a leading trial axis, ``targets`` (and ``weights``) one per trial. Every sum is what
     ``accumulators[i].update(logits[i], targets[i], weights[i])`` adds, bit for bit: for
     classification without weights the float64 softmax runs over the whole pack at once
-    (elementwise, so each value is the one a trial alone gets), each trial's cross entropy
-    is summed over the same array as alone, and ``errors`` (per trial: examples whose
-    highest logit is not the label, counted on the device) replaces the host's argmax
-    (a count of 0/1 values: exact either way). Other tasks fold trial by trial."""
+    (elementwise, so each value is the one a trial alone gets) and each trial's cross
+    entropy is summed over the same array as alone. Other tasks fold trial by trial."""
     weights = weights or [None] * len(accumulators)
     logits = np.asarray(logits)
     if accumulators[0].task != "classification" or any(w is not None for w in weights) \
@@ -269,8 +267,7 @@ def update_pack(accumulators: list[MetricAccumulator], logits: np.ndarray, targe
         labels = labels.astype(np.int64)
         accumulator, w = accumulators[i], np.ones(len(labels))
         accumulator.cross_entropy += float(np.sum(w * -log_probs[j, rows, labels]))
-        wrong = z[j].argmax(axis=1) != labels if errors is None else None
-        accumulator.errors += float(errors[i]) if errors is not None else float(np.sum(w * wrong))
+        accumulator.errors += float(np.sum(w * (z[j].argmax(axis=1) != labels)))
         accumulator.weight += float(np.sum(w))
 
 

@@ -285,38 +285,24 @@ class PackStep:
         return np.asarray(logits, dtype=np.float32)
 
 
-    def predict_batches(self, state: StackedState, batches: tuple, shared: tuple, x_all,
-                        labels: tuple | None = None) -> tuple[list, list | None]:
+    def predict_batches(self, state: StackedState, batches: tuple, shared: tuple, x_all) -> list:
         """Several evaluation batches in one compiled call and one fetch: batch i's logits
         (trials, n, outputs), float32, the same bits ``predict(state, batches[i],
-        shared[i], x_all)`` gives (the same vmapped forward pass on the same shapes).
-
-        With ``labels`` (per batch, on the device: (n,) when shared, else (trials, n)),
-        also each trial's count of the batch's examples whose highest logit is not its
-        label (int32, (trials,)), counted on the device (``metrics.update_pack``)."""
+        shared[i], x_all)`` gives (the same vmapped forward pass on the same shapes)."""
         import jax
-        import jax.numpy as jnp
 
         if self._predict_batches is None:
             forward = {True: jax.vmap(self._forward, in_axes=(0, 0, None)),
                        False: jax.vmap(self._gathered, in_axes=(0, 0, 0, None))}
 
-            def many(trainable, non_trainable, batches, x_all, labels, shared):
-                logits, wrong = [], []
-                for i, (inputs, alike) in enumerate(zip(batches, shared)):
-                    args = (inputs,) if alike else (inputs, x_all)
-                    logits.append(forward[alike](trainable, non_trainable, *args))
-                    if labels is not None:
-                        miss = jnp.argmax(logits[-1], axis=-1) != labels[i]
-                        wrong.append(jnp.sum(miss, axis=-1, dtype=jnp.int32))
-                return logits, wrong
+            def many(trainable, non_trainable, batches, x_all, shared):
+                return [forward[alike](trainable, non_trainable, *((inputs,) if alike else (inputs, x_all)))
+                        for inputs, alike in zip(batches, shared)]
 
-            self._predict_batches = jax.jit(many, static_argnums=(5,))
-        logits, wrong = jax.device_get(self._predict_batches(
-            state.trainable, state.non_trainable, tuple(batches), x_all,
-            None if labels is None else tuple(labels), tuple(shared)))
-        return ([np.asarray(a, dtype=np.float32) for a in logits],
-                None if labels is None else list(wrong))
+            self._predict_batches = jax.jit(many, static_argnums=(4,))
+        logits = jax.device_get(self._predict_batches(
+            state.trainable, state.non_trainable, tuple(batches), x_all, tuple(shared)))
+        return [np.asarray(a, dtype=np.float32) for a in logits]
 
     def _forward(self, trainable, non_trainable, x):
         return self.model.stateless_call(trainable, non_trainable, x, training=False)[0]

@@ -6,7 +6,6 @@ beyond a small floor."""
 import math
 
 import numpy as np
-import pytest
 
 from batchscale.training import vmapped_step
 from batchscale.training.metrics import MetricAccumulator, update_pack
@@ -20,11 +19,10 @@ def _fold_each(task, logits, targets, weights):
     return [acc.result() for acc in out]
 
 
-def _fold_pack(task, logits, targets, weights, errors):
+def _fold_pack(task, logits, targets, weights):
     out = [MetricAccumulator(task) for _ in logits[0]]
-    for batch_logits, batch_targets, batch_weights, batch_errors in zip(logits, targets, weights,
-                                                                          errors):
-        update_pack(out, batch_logits, batch_targets, batch_weights, batch_errors)
+    for batch_logits, batch_targets, batch_weights in zip(logits, targets, weights):
+        update_pack(out, batch_logits, batch_targets, batch_weights)
     return [acc.result() for acc in out]
 
 
@@ -34,11 +32,10 @@ def _same(one, other):
         assert (math.isnan(one[name]) and math.isnan(other[name])) or one[name] == other[name], name
 
 
-@pytest.mark.parametrize("device_errors", [True, False])
-def test_a_pack_folded_at_once_equals_each_trial_alone_to_the_bit(device_errors):
+def test_a_pack_folded_at_once_equals_each_trial_alone_to_the_bit():
     rng = np.random.default_rng(3)
     trials, classes = 5, 10
-    logits, targets, errors = [], [], []
+    logits, targets = [], []
     for n in (128, 128, 37):  # ragged last batch
         z = (rng.standard_normal((trials, n, classes)) * 4).astype(np.float32)
         if n == 128 and not logits:
@@ -46,11 +43,9 @@ def test_a_pack_folded_at_once_equals_each_trial_alone_to_the_bit(device_errors)
         y = [rng.integers(0, classes, n) for _ in range(trials)]
         logits.append(z)
         targets.append(y)
-        errors.append(np.array([np.sum(z[i].argmax(axis=1) != y[i]) for i in range(trials)],
-                               np.int32) if device_errors else None)
     weights = [[None] * trials for _ in logits]
     alone = _fold_each("classification", logits, targets, weights)
-    packed = _fold_pack("classification", logits, targets, weights, errors)
+    packed = _fold_pack("classification", logits, targets, weights)
     assert len(alone) == len(packed) == trials and math.isnan(alone[2]["cross_entropy_error"])
     for one, other in zip(alone, packed):
         _same(one, other)
@@ -63,11 +58,11 @@ def test_weights_and_other_tasks_fold_trial_by_trial():
     y = [rng.integers(0, 4, 20) for _ in range(3)]
     w = [rng.integers(0, 2, 20).astype(float) for _ in range(3)]
     _same(_fold_each("classification", [z], [y], [w])[1],
-          _fold_pack("classification", [z], [y], [w], [None])[1])
+          _fold_pack("classification", [z], [y], [w])[1])
     p = rng.standard_normal((3, 20, 2)).astype(np.float32)
     t = [rng.standard_normal((20, 2)).astype(np.float32) for _ in range(3)]
     _same(_fold_each("regression", [p], [t], [[None] * 3])[2],
-          _fold_pack("regression", [p], [t], [None], [None])[2])
+          _fold_pack("regression", [p], [t], [None])[2])
 
 
 def test_index_buffers_take_few_sizes_sized_to_the_chunk():
@@ -81,3 +76,4 @@ def test_index_buffers_take_few_sizes_sized_to_the_chunk():
     buffer = vmapped_step.index_buffer(3, 2, 4000)
     assert buffer.shape == (8, 2, 4000) and buffer.dtype == np.int32 and not buffer.any()
     assert vmapped_step.index_buffer(600, 1, 4000).shape == (600, 1, 4000)  # cut by run_chunk
+
