@@ -133,7 +133,7 @@ class PackEvaluation:
     sums over the fetched logits: a float32 cross entropy on the device differs in the 8th
     digit (measured 2026-11-26: 1e-9 to 2e-8 relative, summed in float64 on the host; to
     1.4e-7 summed in float32), so the rows would change; and counting the errors on the
-    device (the logits are fetched anyway) made XLA:CPU compile 0.4-1.9 s longer per pack.
+    device (the logits are fetched anyway) made XLA:CPU compile 0.3-2.1 s longer per pack.
     """
 
     def __init__(self, evaluators: list[Evaluator], step_fn, x_all):
