@@ -88,7 +88,9 @@ class Version:
             self.state, finite = self.step_fn.run_chunk(self.state, self.hyper, indices, step,
                                                         self.x_all, self.y_all)
         else:
-            indices = self.module.index_buffer(n, 1, batch_size)
+            from batchscale.training.chunk_buffers import index_buffer
+
+            indices = index_buffer(n, 1, batch_size)
             indices[:n, 0] = self.order.take(n).reshape(n, -1)
             self.state, finite = self.step_fn.run_chunk(self.state, self.hyper, indices, step,
                                                         self.x_all, self.y_all, steps=n)

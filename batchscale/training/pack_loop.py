@@ -256,7 +256,7 @@ class _Loop:
     def _train(self, step: int, n: int) -> int:
         """Train ``n`` steps; each trial's batch indices are written straight into the
         int32 buffer sized to the chunk that the compiled call receives (``index_buffer``)."""
-        from batchscale.training.vmapped_step import index_buffer
+        from batchscale.training.chunk_buffers import index_buffer
 
         indices = index_buffer(n, len(self.runs), self.runs[0].trial.batch_size)
         for position, run in enumerate(self.runs):

@@ -17,7 +17,7 @@ indices gathered on the host, one row per step and trial), with a dynamic trip c
 one executable per pack width serves chunks of any length, and because every step runs
 the same compiled loop body, how a run is cut into chunks (by time, by a checkpoint, by
 a restart) never changes a number it computes. The chunk's batch indices travel in a
-buffer of a few sizes only (``buffer_steps``: the chunk's steps rounded up to a power of
+buffer of a few sizes only (``chunk_buffers.buffer_steps``: the chunk's steps rounded up to a power of
 two, never below ``MIN_BUFFER`` indices and never above ``chunk_capacity``), so a 3-step
 chunk at batch 4,000 sends 16 steps of indices, not 512 (8 MiB), while a pack compiles a
 few loops at most; the loop body, and with it every number, is the same whichever buffer
@@ -34,49 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from batchscale.core.names import OPTIMIZER_DEFAULTS, OPTIMIZER_PARAMETERS
+from batchscale.training.chunk_buffers import buffer_steps, call_buffer, chunk_capacity
 from batchscale.training.optimizer_rules import SLOTS, apply_rule, is_penalised, reads_weight_decay
 from batchscale.training.schedules import rate_at
 from batchscale.training.task_losses import stateless_loss
-
-INDEX_BUDGET = 1 << 21  # int32 batch indices per chunk buffer (8 MiB): bounds a chunk's steps
-MAX_CHUNK_STEPS = 512
-MIN_BUFFER = 1 << 16  # int32 indices (256 KiB) below which a buffer is too cheap to shrink
-
-
-def chunk_capacity(width: int, batch_size: int) -> int:
-    """Steps one chunk buffer holds for ``width`` trials at ``batch_size``."""
-    return int(max(1, min(MAX_CHUNK_STEPS, INDEX_BUDGET // max(1, width * batch_size))))
-
-
-def buffer_steps(steps: int, width: int, batch_size: int) -> int:
-    """Rows of the index buffer that carries a chunk of ``steps`` (at most
-    ``chunk_capacity``) steps: the next power of two, at least ``MIN_BUFFER`` indices, at
-    most the capacity. Each size is one compiled loop, so sizes are few: fc_128_128's
-    quickstart packs compile one (batch sizes 8-2,048) or two (batch 4,000)."""
-    capacity = chunk_capacity(width, batch_size)
-    floor = MIN_BUFFER // max(1, width * batch_size)
-    return int(min(capacity, max(1 << max(0, steps - 1).bit_length(), floor)))
-
-
-def index_buffer(steps: int, width: int, batch_size: int) -> np.ndarray:
-    """A zeroed int32 buffer (rows, width, batch) for a chunk of ``steps`` steps: a caller
-    that fills its first ``steps`` rows in place and hands it to ``PackStep.run_chunk``
-    (``steps=``) sends it as it is, without another copy. Rows: ``buffer_steps`` where the
-    chunk fits one call, else ``steps`` (``run_chunk`` cuts it into calls)."""
-    fits = steps <= chunk_capacity(width, batch_size)
-    rows = buffer_steps(steps, width, batch_size) if fits else steps
-    return np.zeros((rows, width, batch_size), np.int32)
-
-
-def _call_buffer(indices: np.ndarray, start: int, length: int, rows: int) -> np.ndarray:
-    """The ``rows``-row int32 buffer of one compiled call whose ``length`` steps start at
-    row ``start`` of ``indices``: a view where ``indices`` already is such a buffer,
-    else a zero-padded copy. Rows past ``length`` are never read."""
-    if indices.dtype == np.int32 and indices.shape[0] >= start + rows:
-        return indices[start:start + rows]
-    buffer = np.zeros((rows, *indices.shape[1:]), np.int32)
-    buffer[:length] = indices[start:start + length]
-    return buffer
 
 
 @dataclass
@@ -238,7 +199,7 @@ class PackStep:
             for start in range(0, steps, capacity):  # one compiled call per buffer of steps
                 length = min(capacity, steps - start)
                 rows = buffer_steps(length, width, batch)
-                args = (carry, hyper, _call_buffer(indices, start, length, rows),
+                args = (carry, hyper, call_buffer(indices, start, length, rows),
                         np.int32(length), np.int32(first_step + start), x_all, y_all)
                 carry = self._compiled_call("chunk", self._chunk, args, (width, batch, rows))(*args)
         else:

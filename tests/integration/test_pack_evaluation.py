@@ -1,7 +1,7 @@
 """A vmapped pack's chunks and evaluations on the device change no number.
 
 - however a run is cut into chunks, and whatever index buffer carries them
-  (``vmapped_step.buffer_steps``), the trained arrays are equal to the bit;
+  (``chunk_buffers.buffer_steps``), the trained arrays are equal to the bit;
 - ``evaluator.PackEvaluation`` (one compiled call and one fetch per split, errors counted
   on the device) gives the rows ``evaluate_pack`` gives, to the bit, for a pack of trials
   with their own training subsets or one shared, a diverged trial among them, and
@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
+from batchscale.training import chunk_buffers, vmapped_step
 from batchscale.training import evaluator as evaluator_module
-from batchscale.training import vmapped_step
 
 STEPS = 40
 
@@ -65,7 +65,7 @@ def _train(pipeline, x_all, y_all, width, indices, lengths, buffers: bool):
     for n in lengths:
         piece = indices[done:done + n]
         if buffers:  # as the pack loop does: written into an index_buffer, sent as it is
-            buffer = vmapped_step.index_buffer(n, width, indices.shape[2])
+            buffer = chunk_buffers.index_buffer(n, width, indices.shape[2])
             buffer[:n] = piece
             state, finite = step_fn.run_chunk(state, hyper, buffer, done, x_all, y_all, steps=n)
         else:
@@ -84,7 +84,7 @@ def test_how_a_run_is_cut_into_chunks_changes_no_bit(digits, monkeypatch):
     indices = _indices(width, batch, len(pipeline.arrays("train")[0]))
     whole, step_fn = _train(pipeline, x_all, y_all, width, indices, [STEPS], buffers=False)
     assert [key[-1] for key in step_fn._compiled] == [512]
-    monkeypatch.setattr(vmapped_step, "MIN_BUFFER", 32 * width * batch)
+    monkeypatch.setattr(chunk_buffers, "MIN_BUFFER", 32 * width * batch)
     cut, step_fn = _train(pipeline, x_all, y_all, width, indices, [8, 32], buffers=True)
     assert [key[-1] for key in step_fn._compiled] == [32]
     for one, other in zip(whole, cut):

@@ -1,13 +1,13 @@
 """A pack's evaluation batch folded at once (``metrics.update_pack``) adds, to the bit, what
 each trial's own ``MetricAccumulator.update`` adds; and a chunk's index buffer
-(``vmapped_step.buffer_steps``) takes one of a few sizes, never more than the chunk needs
+(``chunk_buffers.buffer_steps``) takes one of a few sizes, never more than the chunk needs
 beyond a small floor."""
 
 import math
 
 import numpy as np
 
-from batchscale.training import vmapped_step
+from batchscale.training import chunk_buffers
 from batchscale.training.metrics import MetricAccumulator, update_pack
 
 
@@ -67,13 +67,13 @@ def test_weights_and_other_tasks_fold_trial_by_trial():
 
 def test_index_buffers_take_few_sizes_sized_to_the_chunk():
     # batch 4,000, one trial: 16 KiB a step; the floor is 16 steps (256 KiB), the cap 512
-    sizes = {vmapped_step.buffer_steps(n, 1, 4000) for n in range(1, 513)}
+    sizes = {chunk_buffers.buffer_steps(n, 1, 4000) for n in range(1, 513)}
     assert sizes == {16, 32, 64, 128, 256, 512}
-    assert [vmapped_step.buffer_steps(n, 1, 4000) for n in (1, 3, 16, 17, 33, 400)] == [
+    assert [chunk_buffers.buffer_steps(n, 1, 4000) for n in (1, 3, 16, 17, 33, 400)] == [
         16, 16, 16, 32, 64, 512]
     # batch 8: a whole 512-step buffer is 16 KiB, under the floor: one size, as before
-    assert {vmapped_step.buffer_steps(n, 1, 8) for n in range(1, 513)} == {512}
-    buffer = vmapped_step.index_buffer(3, 2, 4000)
+    assert {chunk_buffers.buffer_steps(n, 1, 8) for n in range(1, 513)} == {512}
+    buffer = chunk_buffers.index_buffer(3, 2, 4000)
     assert buffer.shape == (8, 2, 4000) and buffer.dtype == np.int32 and not buffer.any()
-    assert vmapped_step.index_buffer(600, 1, 4000).shape == (600, 1, 4000)  # cut by run_chunk
+    assert chunk_buffers.index_buffer(600, 1, 4000).shape == (600, 1, 4000)  # cut by run_chunk
 
