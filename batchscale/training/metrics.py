@@ -233,6 +233,44 @@ class MetricAccumulator:
         return {name: float(out[name]) for name in names}
 
 
+def update_pack(accumulators: list[MetricAccumulator], logits: np.ndarray, targets: list,
+                weights: list | None = None) -> None:
+    """Fold one evaluation batch of a pack into each trial's accumulator: ``logits`` stacked
+    on a leading trial axis, ``targets`` (and ``weights``) one per trial. Every sum is what
+    ``accumulators[i].update(logits[i], targets[i], weights[i])`` adds, bit for bit: for
+    classification without weights the float64 softmax runs over the whole pack at once
+    (elementwise, so each value is the one a trial alone gets) and each trial's cross
+    entropy is summed over the same array as alone. Other tasks fold trial by trial."""
+    weights = weights or [None] * len(accumulators)
+    logits = np.asarray(logits)
+    if accumulators[0].task != "classification" or any(w is not None for w in weights) \
+            or logits.ndim != 3:
+        for accumulator, one, target, weight in zip(accumulators, logits, targets, weights):
+            accumulator.update(one, target, weight)
+        return
+    finite = np.isfinite(logits).reshape(len(logits), -1).all(axis=1)
+    live = []
+    for i, accumulator in enumerate(accumulators):
+        accumulator.finite = accumulator.finite and bool(finite[i])
+        if accumulator.finite:
+            live.append(i)
+    if not live:
+        return
+    z = logits if len(live) == len(logits) else logits[live]
+    log_probs = log_softmax(z.astype(np.float64))
+    rows = np.arange(z.shape[1])
+    for j, i in enumerate(live):
+        labels = np.asarray(targets[i])
+        if labels.shape != z.shape[1:2]:
+            raise ValueError(f"classification needs logits (B, C) and labels (B,); got "
+                             f"{z.shape[1:]} and {labels.shape}")
+        labels = labels.astype(np.int64)
+        accumulator, w = accumulators[i], np.ones(len(labels))
+        accumulator.cross_entropy += float(np.sum(w * -log_probs[j, rows, labels]))
+        accumulator.errors += float(np.sum(w * (z[j].argmax(axis=1) != labels)))
+        accumulator.weight += float(np.sum(w))
+
+
 def multilabel_metrics(logits, targets, weights=None) -> dict[str, float]:
     """average_precision and cross_entropy_error of one array of logits (see the module doc)."""
     acc = MetricAccumulator("multilabel")

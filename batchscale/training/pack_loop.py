@@ -31,12 +31,10 @@ import math
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
-from batchscale.training.mixed_step import batch_counts, member_sizes, pad_rows, padded_batch
+from batchscale.training.mixed_step import batch_counts, member_sizes, padded_batch
 from batchscale.training.pack_groups import in_lockstep, pack_groups
 from batchscale.training.pack_mode import TURNS, PackMode, choose_pack_mode, mode_metadata, probe_rates
 from batchscale.training.signals import Stopped
@@ -280,12 +278,20 @@ class _Loop:
         return [r for r in self.runs if not r.done]
 
     def _train(self, step: int, n: int) -> int:
-        indices = np.stack([pad_rows(run.order.take(n).reshape(n, -1), self.padded)
-                            for run in self.runs], 1)
+        """Train ``n`` steps; each trial's batch indices are written straight into the
+        int32 buffer sized to the chunk that the compiled call receives (``index_buffer``);
+        in a mixed-batch group the rows past a trial's own batch stay 0, the padding its
+        masked loss ignores (``mixed_step.pad_rows``'s rule)."""
+        from batchscale.training.chunk_buffers import index_buffer
+
+        indices = index_buffer(n, len(self.runs), self.padded or self.runs[0].trial.batch_size)
+        for position, run in enumerate(self.runs):
+            rows = run.order.take(n).reshape(n, -1)
+            indices[:n, position, :rows.shape[1]] = rows
         tick = time.perf_counter()
         compile_before = self.step_fn.compile_seconds
         self.state, finite = self.step_fn.run_chunk(self.state, self.hyper, indices, step,
-                                                    self.x_all, self.y_all)
+                                                    self.x_all, self.y_all, steps=n)
         seconds = time.perf_counter() - tick - (self.step_fn.compile_seconds - compile_before)
         per_step = seconds / n
         self.chunk_steps = int(max(1, min(4 * n, CHUNK_SECONDS / max(per_step, 1e-6))))
@@ -295,13 +301,14 @@ class _Loop:
         return step + n
 
     def _evaluate(self, step: int) -> None:
-        from batchscale.training.evaluator import evaluate_pack
+        """Every trial's row at ``step``, on the device (``evaluator.PackEvaluation``: its
+        batches moved there at the first evaluation, whose time it counts)."""
+        from batchscale.training.evaluator import PackEvaluation
 
         tick = time.perf_counter()
-        rows = evaluate_pack(
-            self.evaluators,
-            lambda x, shared: self.step_fn.predict(self.state, x, shared, self.x_all),
-            step, self.started)
+        if getattr(self, "_evaluation", None) is None:
+            self._evaluation = PackEvaluation(self.evaluators, self.step_fn, self.x_all)
+        rows = self._evaluation(self.state, step, self.started)
         self.eval_seconds += time.perf_counter() - tick
         for position, (run, row) in enumerate(zip(self.runs, rows)):
             if self._due(position, step):
