@@ -38,13 +38,13 @@ def digits(digits_store):
 
 def _pack(pipeline, width: int, rates=(0.05, 0.2, 0.5)):
     """A PackStep for fc_32 and the stacked state of ``width`` trials (seeds 0, 1, ...)."""
-    import keras
-
+    from batchscale.training.keras_setup import seed_keras
     from batchscale.workloads import build_model
 
     slots, arrays = ("velocity",), []
     for seed in range(width):
-        keras.utils.set_random_seed(seed)
+        seed_keras(seed, "jax")  # as a pack seeds a trial (keras' own seeding keeps a
+        # global seed generator that earlier tests in the process have advanced)
         model = build_model("fc_32", pipeline.input_shape, pipeline.num_outputs)
         arrays.append(vmapped_step.initial_arrays(model, slots))
     step = vmapped_step.PackStep(model, "constant", "nesterov_momentum", False, 10)
