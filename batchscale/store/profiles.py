@@ -198,6 +198,29 @@ def read_pack_modes(fs: Storage, study: str, log=None) -> list[dict]:
     return records
 
 
+def claim_pack_mode(fs: Storage, study: str, record: dict, usable=None) -> tuple[str, dict]:
+    """Write ``record`` unless a record of its key that can be believed (and that
+    ``usable`` accepts) is there already: one that a pack of the same key, probing at the
+    same time, wrote first. Returns (its path relative to the study, the record in force:
+    that one, else ``record``), so packs of one key that start together train in one mode.
+    A file there that cannot be believed is replaced; a ``record`` the readers would leave
+    out is refused (a ValueError naming the field), before any write."""
+    problem = pack_mode_problem(record)
+    if problem:
+        raise ValueError(f"pack-mode record of batch sizes {record.get('batch_sizes')} "
+                         f"{problem}; nothing written")
+    path = f"{PACK_MODES}/{pack_mode_name(record)}"
+    text = json.dumps(record, indent=2)
+    if fs.write_if_absent(f"{study}/{path}", text.encode()):
+        return path, record
+    there, problem = read_json_object(fs, f"{study}/{path}")
+    if (problem is None and pack_mode_problem(there) is None
+            and pack_mode_key(there) == pack_mode_key(record) and (usable is None or usable(there))):
+        return path, there
+    fs.write_text(f"{study}/{path}", text)
+    return path, record
+
+
 def write_pack_mode(fs: Storage, study: str, record: dict) -> str:
     """Write ``record`` to its own file (a newer one of the same key replaces it); return
     its path relative to the study. A record the readers would leave out is refused (a

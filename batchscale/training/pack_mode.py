@@ -116,14 +116,16 @@ def choose_pack_mode(spec: StudySpec, store, trials: list[TrialSpec], probe, log
                      width: int | None = None) -> PackMode:
     """The mode of a pack of ``trials`` (one batch size): ``width`` when given; else the
     study's cached record of its key; else a probe's choice (``probe(width)``: a
-    ``probe_rates`` dict), written to the profile. A failed probe is logged and gives turns
-    (nothing written: the next pack probes again)."""
+    ``probe_rates`` dict), written to the profile unless a pack of the same key that
+    probed at the same time wrote its choice first (then that one: ``claim_pack_mode``).
+    A failed probe is logged and gives turns (nothing written: the next pack probes
+    again)."""
     from batchscale.store.profiles import (
         PACK_MODES,
+        claim_pack_mode,
         pack_mode_key,
         pack_mode_name,
         read_pack_modes,
-        write_pack_mode,
     )
 
     if width is not None:
@@ -148,11 +150,16 @@ def choose_pack_mode(spec: StudySpec, store, trials: list[TrialSpec], probe, log
             f"{type(err).__name__}: {err}")
         return PackMode(TURNS, 1, "probe failed")
     record = {**key, **measured, "margin": MARGIN, "chosen": choose(measured["rates"], MARGIN)}
-    try:
-        path = write_pack_mode(store.fs, spec.name, record)
+    try:  # a pack of this key that probed at the same time and wrote first decides
+        path, first = claim_pack_mode(store.fs, spec.name, record,
+                                      lambda there: there["chosen"] in (VMAPPED, TURNS))
     except ValueError as err:  # outside the bounds every reader applies: not written
         log(f"pack-mode probe at batch size {batch_size}: {err}; the pack takes turns")
         return PackMode(TURNS, 1, "probe failed")
+    if first is not record:
+        log(f"pack mode at batch size {batch_size}: {first['chosen']} (another pack of its "
+            f"key measured first, {first['measured']}; this probe said {record['chosen']})")
+        return _mode(first, "profile", path)
     rates = record["rates"]
     log(f"pack mode at batch size {batch_size}: {record['chosen']} (probe: {wide} vmapped "
         f"{rates[VMAPPED]:.0f} trial-steps/s, turns {rates[TURNS]:.0f}, margin {MARGIN:g}; "

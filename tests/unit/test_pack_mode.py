@@ -152,6 +152,25 @@ def test_a_pack_probes_once_and_later_packs_of_its_key_read_the_cached_choice(tm
     assert read_pack_modes(store.fs, "tiny")[0]["chosen"] == VMAPPED
 
 
+def test_packs_of_one_key_probing_at_once_train_in_the_mode_written_first(tmp_path, measured):
+    spec = parse_spec(tiny_spec_dict(str(tmp_path)))
+    store = StudyStore(str(tmp_path))
+    said = []
+    rates = {"probe_seconds": 0.5, "measured": "2026-11-26T20:00:01Z", "source": "probe"}
+
+    def other_pack_wrote_first(width):  # another pack of this key, started together, wins
+        first = choose_pack_mode(spec, store, _trials(width), lambda w: {
+            **rates, "rates": {VMAPPED: 2500.0, TURNS: 1000.0}}, said.append)
+        assert (first.mode, first.source) == (VMAPPED, "probe")
+        return {**rates, "rates": {VMAPPED: 1900.0, TURNS: 1000.0}}  # this one: turns
+
+    mode = choose_pack_mode(spec, store, _trials(3), other_pack_wrote_first, said.append)
+    assert (mode.mode, mode.width, mode.source) == (VMAPPED, 3, "profile")
+    assert "another pack of its key measured first" in said[-1] and "said turns" in said[-1]
+    [kept] = read_pack_modes(store.fs, "tiny")
+    assert kept["rates"][VMAPPED] == 2500.0 and mode.record == kept
+
+
 def test_a_failed_probe_takes_turns_and_writes_nothing(tmp_path, measured):
     spec = parse_spec(tiny_spec_dict(str(tmp_path)))
     store = StudyStore(str(tmp_path))
