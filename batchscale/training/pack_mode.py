@@ -23,7 +23,8 @@ of a whole trial, training and evaluation. Vmapped is chosen only when it is at 
 
 The choice is cached in the study's profile (``store.profiles.write_pack_mode``,
 ``profile/pack_modes/``), per (model, batch size, device kind, precision, width): a later
-pack of the same key reads it instead of probing, so every pack of a study, and a study
+pack of the same key reads it instead of probing, and packs that probe at the same time
+adopt the one written first (``claim_pack_mode``), so every pack of a study, and a study
 run again, trains in the mode its first pack chose. Two fresh runs of one study on
 different machines (or on one machine under different load) may choose differently, and
 XLA rounds a vmapped step differently from a width-1 one, so their numbers can differ in
