@@ -141,6 +141,10 @@ def choose_pack_mode(spec: StudySpec, store, trials: list[TrialSpec], probe, log
     key = mode_key(spec, batch_size, wide)
     for record in read_pack_modes(store.fs, spec.name, log):
         if pack_mode_key(record) == pack_mode_key(key):
+            if record["chosen"] not in (VMAPPED, TURNS):  # another writer's modes: not ours
+                log(f"pack-mode record {PACK_MODES}/{pack_mode_name(record)} chose "
+                    f"{record['chosen']!r:.40}, not {VMAPPED} or {TURNS}; measured again")
+                break
             log(f"pack mode at batch size {batch_size}: {record['chosen']} "
                 f"(the study's profile, measured {record['measured']})")
             return _mode(record, "profile", f"{PACK_MODES}/{pack_mode_name(record)}")

@@ -151,6 +151,14 @@ def test_a_pack_probes_once_and_later_packs_of_its_key_read_the_cached_choice(tm
     assert probed == [3, 2, 3] and any("left out" in line for line in said)
     assert read_pack_modes(store.fs, "tiny")[0]["chosen"] == VMAPPED
 
+    # a record of its key whose choice is no mode of a pack is not believed (it would
+    # have trained as PackMode("mixed", 1)): measured again and replaced
+    write_pack_mode(store.fs, "tiny", {**first.record, "rates": {"mixed": 3.0, "separate": 1.0},
+                                       "chosen": "mixed"})
+    assert choose_pack_mode(spec, store, _trials(3), probe, said.append).source == "probe"
+    assert probed == [3, 2, 3, 3] and "'mixed', not vmapped or turns" in said[-2]
+    assert read_pack_modes(store.fs, "tiny")[0]["chosen"] == VMAPPED
+
 
 def test_packs_of_one_key_probing_at_once_train_in_the_mode_written_first(tmp_path, measured):
     spec = parse_spec(tiny_spec_dict(str(tmp_path)))
