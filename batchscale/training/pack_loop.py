@@ -133,7 +133,7 @@ def train_together(spec: StudySpec, trials: list[TrialSpec], store, pipeline, lo
     def group(key: str, members: list[int], slots: list[int | None]):
         for i in members:  # until now: data loading, model builds, the probe (and earlier groups)
             runs[i].life.metadata["pack_setup_seconds"] = time.time() - started
-            runs[i].life.metadata.update(mode_metadata(mode, len(slots)))
+            runs[i].life.metadata.update(mode_metadata(mode, len(slots), runs[i].width is not None))
         padded = padded_batch([runs[i] for i in members])
         if (key, padded) not in steps:  # a mixed-batch group's step masks its padding
             steps[key, padded] = MixedStep(models[key], spec.schedule, spec.workload.optimizer, l2,

@@ -177,20 +177,20 @@ def _mode(record: dict, source: str, path: str) -> PackMode:
     return PackMode(record["chosen"], record["width"] if vmapped else 1, source, record, path)
 
 
-def mode_metadata(mode: PackMode | None, group_width: int) -> dict:
+def mode_metadata(mode: PackMode | None, group_width: int, resumed: bool = False) -> dict:
     """What a trial's metadata.json says of its pack mode: ``pack_mode`` (the mode its
     group trained in: vmapped when wider than one; a checkpoint's width wins over the
     pack's choice, so a resumed trial keeps its mode), ``pack_mode_source`` (what decided:
-    ``PackMode.source``, or "checkpoint"), and where a record decided,
-    ``pack_mode_rates`` (mode -> trial-steps per second) and ``pack_mode_record`` (its
-    file, relative to the study)."""
+    "checkpoint" for a trial placed by a checkpoint, ``resumed``, whatever its width;
+    else ``PackMode.source``, also for a fresh group narrower than the pack's width, the
+    pack's last trials or a user's model's own group), and where a record decided a
+    fresh trial, ``pack_mode_rates`` (mode -> trial-steps per second) and
+    ``pack_mode_record`` (its file, relative to the study)."""
     trained = VMAPPED if group_width > 1 else TURNS
     if mode is None:
         return {"pack_mode": trained, "pack_mode_source": "given"}
-    # a group in the other mode than the pack's: resumed from a checkpoint of that width
-    out = {"pack_mode": trained, "pack_mode_source": mode.source if mode.mode == trained
-           else "checkpoint"}
-    if mode.record is not None:
+    out = {"pack_mode": trained, "pack_mode_source": "checkpoint" if resumed else mode.source}
+    if mode.record is not None and not resumed:
         out.update(pack_mode_rates=dict(mode.record["rates"]), pack_mode_record=mode.path)
     return out
 

@@ -204,10 +204,15 @@ def test_a_trials_metadata_says_the_mode_its_group_trained_in():
     assert mode_metadata(chosen, 4) == {
         "pack_mode": VMAPPED, "pack_mode_source": "probe", "pack_mode_rates": record["rates"],
         "pack_mode_record": "profile/pack_modes/x.json"}
-    # resumed into a group as wide as its checkpoint's (one trial at a time before)
-    assert mode_metadata(chosen, 1)["pack_mode"] == TURNS
-    assert mode_metadata(chosen, 1)["pack_mode_source"] == "checkpoint"
-    assert mode_metadata(chosen, 2)["pack_mode_source"] == "probe"  # fewer fresh trials than 4
+    # resumed into a group as wide as its checkpoint's (one trial at a time before), or
+    # as wide as the pack's choice: the checkpoint decided either way
+    assert mode_metadata(chosen, 1, resumed=True) == {"pack_mode": TURNS,
+                                                      "pack_mode_source": "checkpoint"}
+    assert mode_metadata(chosen, 4, resumed=True)["pack_mode_source"] == "checkpoint"
+    # fresh trials in a group narrower than the pack's width (its last trials: 5 trials
+    # at width 4 are groups of 4 and 1): the probe decided, no checkpoint did
+    assert mode_metadata(chosen, 2)["pack_mode_source"] == "probe"
+    assert mode_metadata(chosen, 1) == {**mode_metadata(chosen, 4), "pack_mode": TURNS}
     assert mode_metadata(PackMode(TURNS, 1, "given"), 1) == {"pack_mode": TURNS,
                                                                "pack_mode_source": "given"}
 
