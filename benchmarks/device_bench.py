@@ -14,7 +14,9 @@ study's report records: one trial's ms/step at each batch size) and a short real
 code without kfp.local). Prints ONE Markdown table (and the study's lines) and writes it
 as ``device_bench.json`` and ``device_bench.md`` into ``--out`` after every cell and part
 (the JSON says ``"finished": false`` until the end), so a part that fails on a scarce
-device run loses only itself.
+device run loses only itself. It exits 1 when a part raised, and with ``--smoke`` (what CI
+runs) also when a cell or probe failed or nothing was measured
+(``device_bench_table.exit_status``), so a broken benchmark fails CI.
 
 A total time budget (``--budget`` seconds) is kept: each part has a deadline at its share
 of it (``device_bench_table.PART_WEIGHTS``), and a cell or probe that would overrun its
@@ -45,7 +47,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(1, ROOT)
 
-from device_bench_table import MODES, SMOKE_WEIGHTS, Budget, document  # noqa: E402
+from device_bench_table import MODES, SMOKE_WEIGHTS, Budget, document, exit_status  # noqa: E402
 
 ABSENT = ("tensorflow", "kfp", "google.cloud.storage", "tensorflow_datasets")
 MODELS = ("fc_128_128", "simple_cnn_base")
@@ -180,7 +182,7 @@ def model_part(spec, pipeline, x_all, y_all, args, budget: Budget, result: dict,
                 flops, on_cell)
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "jax")
     parts = ["profile", *(f"cells {m}" for m in args.models), *([] if args.no_study else ["study"])]
@@ -232,7 +234,8 @@ def main(argv=None) -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"\n{text}\n\nwritten: {os.path.join(args.out, 'device_bench.json')}", flush=True)
+    return exit_status(result, args.smoke)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -217,6 +217,20 @@ def document(result: dict) -> str:
     return "\n".join(lines)
 
 
+def exit_status(result: dict, smoke: bool) -> int:
+    """The run's exit status: 1 when a part raised (``errors``), or in the smoke mode
+    (what CI runs) when a cell or a step-time probe failed or nothing was measured at
+    all; else 0. A cell or probe the budget skipped is no failure; on a GPU a cell may
+    fail for its memory (K x batch too large), which the table says, and the run passes."""
+    if result.get("errors"):
+        return 1
+    if not smoke:
+        return 0
+    rows = [*result.get("cells", []), *result.get("profile", [])]
+    broken = any(row.get("status") == "failed" for row in rows)
+    return 1 if broken or not any(row.get("status") == "measured" for row in rows) else 0
+
+
 def finite_or_none(value):
     """JSON has no NaN or infinity: such a number is written as null."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -19,6 +19,7 @@ from device_bench_table import (  # noqa: E402
     cell_cost,
     cells_table,
     document,
+    exit_status,
     failed,
     measured,
     predicted_compile,
@@ -129,3 +130,14 @@ def test_the_document_is_one_table_with_the_machine_and_the_study_and_is_json():
     assert "FAILED part study: ValueError: bad" in text
     assert text.rstrip().endswith("301 s in all (budget 330.0 s); finished: false")
     json.dumps(result)
+
+
+def test_the_exit_status_fails_ci_when_a_part_raised_or_the_smoke_mode_measured_nothing():
+    ok = measured("fc_128_128", 8, 1, "vmapped", [0.002, 0.001], 0.7, 100, None)
+    broken = failed("fc_128_128", 8, 4, "turns", RuntimeError("no such attribute"))
+    budget = skipped("simple_cnn_base", 64, 4, "vmapped", "budget")
+    assert exit_status({"cells": [ok, budget], "profile": [ok]}, smoke=True) == 0
+    assert exit_status({"cells": [ok], "errors": ["study: ValueError: bad"]}, smoke=False) == 1
+    assert exit_status({"cells": [ok, broken], "profile": []}, smoke=True) == 1
+    assert exit_status({"cells": [ok, broken], "profile": []}, smoke=False) == 0  # a GPU's OOM
+    assert exit_status({"cells": [budget], "profile": []}, smoke=True) == 1  # nothing measured
