@@ -101,7 +101,8 @@ def _stages(spec, log, progress: dict) -> dict:
             started = time.perf_counter()
             check_user_workload(spec, files=False)  # what the pack task checks first
             check_model_source(spec, store, record=True)
-            trials = pack_trials(spec, pack, store.read_rounds(spec, pack.batch_size))
+            # as components/train_pack: every batch size's rounds (a mixed pack holds several)
+            trials = pack_trials(spec, pack, {b: store.read_rounds(spec, b) for b in pack.batch_sizes})
             run_pack(spec, trials, store, log=log)
             pack_seconds += time.perf_counter() - started
             progress["packs"] += 1
