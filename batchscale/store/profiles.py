@@ -58,19 +58,25 @@ def check_step_times(fs: Storage, study: str) -> tuple[list[dict], list[tuple[st
     """The probe records of ``study`` (its folder name under the store root) that can be
     believed, sorted by batch size and devices, and (path, problem) of each file that
     cannot (paths relative to the store root)."""
-    folder = f"{study}/{STEP_TIMES}" if study else STEP_TIMES  # "": ``fs`` is the study's folder
+    out, rejected = _check_folder(fs, f"{study}/{STEP_TIMES}" if study else STEP_TIMES, probe_problem)
+    return sorted(out, key=lambda r: (_number(r.get("batch_size")), _number(r.get("devices")))), rejected
+
+
+def _check_folder(fs: Storage, folder: str, problem_of) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The records of ``folder``'s JSON files that ``problem_of`` finds nothing wrong with,
+    and (path, problem) of each other file (the one reader of both profile folders)."""
     out, rejected = [], []
     for name in sorted(fs.list_files(folder)):
         if not name.endswith(".json"):
             continue
         path = f"{folder}/{name.rsplit('/', 1)[-1]}"
         value, problem = read_json_object(fs, path)
-        problem = problem or probe_problem(value)
+        problem = problem or problem_of(value)
         if problem:
             rejected.append((path, problem))
         else:
             out.append(value)
-    return sorted(out, key=lambda r: (_number(r.get("batch_size")), _number(r.get("devices")))), rejected
+    return out, rejected
 
 
 def read_step_times(fs: Storage, study: str, log=None) -> list[dict]:
@@ -172,18 +178,8 @@ def pack_mode_problem(record) -> str | None:
 def check_pack_modes(fs: Storage, study: str) -> tuple[list[dict], list[tuple[str, str]]]:
     """The pack-mode records of ``study`` that can be believed, sorted by batch sizes and
     width, and (path, problem) of each file that cannot (as ``check_step_times``)."""
-    folder = f"{study}/{PACK_MODES}" if study else PACK_MODES
-    out, rejected = [], []
-    for name in sorted(fs.list_files(folder)):
-        if not name.endswith(".json"):
-            continue
-        path = f"{folder}/{name.rsplit('/', 1)[-1]}"
-        value, problem = read_json_object(fs, path)
-        problem = problem or pack_mode_problem(value)
-        if problem:
-            rejected.append((path, problem))
-        else:
-            out.append(value)
+    out, rejected = _check_folder(fs, f"{study}/{PACK_MODES}" if study else PACK_MODES,
+                                  pack_mode_problem)
     return sorted(out, key=lambda r: (r["batch_sizes"], r["width"])), rejected
 
 
