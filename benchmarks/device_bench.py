@@ -72,6 +72,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, help="timed calls per cell")
     parser.add_argument("--target", type=float, help="about this many seconds per timed call")
     parser.add_argument("--no-study", action="store_true", help="leave the short study out")
+    parser.add_argument("--study-only", action="store_true",
+                        help="only the study, with the whole budget (a second call of a device "
+                             "run: the cells in one call, the study in the next)")
     args = parser.parse_args(argv)
     for key, value in (SMOKE if args.smoke else FULL).items():
         if getattr(args, key) is None:
@@ -185,7 +188,8 @@ def model_part(spec, pipeline, x_all, y_all, args, budget: Budget, result: dict,
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    parts = ["profile", *(f"cells {m}" for m in args.models), *([] if args.no_study else ["study"])]
+    parts = ["study"] if args.study_only else [
+        "profile", *(f"cells {m}" for m in args.models), *([] if args.no_study else ["study"])]
     budget = Budget(args.budget, parts, SMOKE_WEIGHTS if args.smoke else None)
     load_before = os.getloadavg()
     from device_bench_study import run_study
@@ -223,8 +227,9 @@ def main(argv=None) -> int:
         spec, pipeline, x_all, y_all = workload(os.path.join(scratch, "data"))
         print(f"device benchmark on {environment(ABSENT)['device_kind']}: budget "
               f"{args.budget:.0f} s", flush=True)
-        result["profile"] = part("profile", profile, spec, pipeline, args, budget) or []
-        for model in args.models:
+        if not args.study_only:
+            result["profile"] = part("profile", profile, spec, pipeline, args, budget) or []
+        for model in [] if args.study_only else args.models:
             part(f"cells {model}", model_part, with_model(spec, model), pipeline, x_all, y_all,
                  args, budget, result, save)
         if not args.no_study:
