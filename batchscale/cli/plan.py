@@ -55,7 +55,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not 0 < args.probe_seconds <= 24 * 3600:
         raise SpecError(f"--probe-seconds: {args.probe_seconds:g} is not allowed; allowed: a "
                         "number of seconds > 0 and at most 86400")
+    import os
+
     from batchscale.cli.study import absolute_store
+    from batchscale.pipelines.local_run import task_environment
+
+    # time steps and pack costs as a local run's pack tasks train (one XLA thread each where
+    # they share the cores); before anything here initialises JAX
+    os.environ.update(task_environment(spec.parallelism, os.cpu_count() or 1, os.environ))
     from batchscale.planning.plan import plan_study
     from batchscale.store.filesystem import check_store_writable
     from batchscale.store.layout import StudyStore
