@@ -9,8 +9,9 @@ writes to the store. On the quickstart (2026-11-26, benchmarks/pack_time_share.p
 was about half of pack task time, and it is why the plan's wall time fell 1.7x short.
 So the plan measures it:
 
-- ``import_seconds``: a fresh process importing what a pack task imports (kfp's executor,
-  JAX, Keras, the trainer), in this process's environment (``batchscale plan`` runs in a
+- a fresh process importing what a pack task imports (kfp's executor, Keras on the
+  study's backend, the trainer) and building the study's model once (a fresh process
+  compiles its initializers once), in this process's environment (``batchscale plan`` runs in a
   local run's task environment: one XLA thread per task where the tasks share the cores);
 - ``light_seconds``: the same for a light task (kfp, the round planner, the report);
 - one real pack (``training.packs.run_pack``) of one trial at the spec's smallest batch
@@ -33,8 +34,19 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 CALIBRATION_STEPS = 300  # the calibration trial's budget (its grid: ~70 evaluations at 5%)
-PACK_IMPORTS = ("import kfp.dsl.executor_main, jax, keras; import batchscale.training.packs; "
-                "jax.devices()")
+# a pack task's process up to its first model: kfp's executor, Keras (lean) on the backend,
+# the trainer, one model built (a fresh process compiles its initializers once)
+PACK_START = """
+import json, sys
+import kfp.dsl.executor_main
+from batchscale.training.keras_setup import seed_keras, select_backend
+a = json.loads(sys.argv[1])
+select_backend(a["backend"])
+import batchscale.training.packs
+from batchscale.workloads import build_model
+seed_keras(0, a["backend"])
+build_model(a["model"], a["shape"], a["outputs"], task=a["task"], parameters=a["parameters"])
+"""
 LIGHT_IMPORTS = ("import kfp.dsl.executor_main; import batchscale.rounds.planner; "
                  "import batchscale.analysis.report")
 
@@ -52,16 +64,18 @@ class PackCosts:
         return asdict(self)
 
 
-def _process_seconds(code: str) -> float:
+def _process_seconds(code: str, *args: str) -> float:
     """Wall seconds of a fresh python running ``code`` (this environment)."""
     tick = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True)
     return time.perf_counter() - tick
 
 
-def measure_pack_costs(spec, store, step_time: float, log=print) -> PackCosts:
-    """Measure ``PackCosts`` for ``spec`` (module docstring); ``step_time``: the probe's
-    seconds per step at the spec's smallest batch size."""
+def measure_pack_costs(spec, store, pipeline, step_time: float, log=print) -> PackCosts:
+    """Measure ``PackCosts`` for ``spec`` (module docstring); ``pipeline``: its input
+    pipeline; ``step_time``: the probe's seconds per step at the spec's smallest batch size."""
+    import json
+
     from batchscale.core.protocols import FULL
     from batchscale.core.spec import TrialSpec
     from batchscale.store.layout import StudyStore
@@ -70,7 +84,11 @@ def measure_pack_costs(spec, store, step_time: float, log=print) -> PackCosts:
     from batchscale.workloads.dataset_registry import dataset_for
     from batchscale.workloads.prepare import prepare_dataset
 
-    pack_imports = _process_seconds(PACK_IMPORTS)
+    params = probe_parameters(spec, 0.25)
+    model = {"backend": spec.backend, "model": spec.workload.model, "task": pipeline.task,
+             "shape": list(pipeline.input_shape) if pipeline.input_shape is not None else None,
+             "outputs": pipeline.num_outputs, "parameters": params}
+    pack_imports = _process_seconds(PACK_START, json.dumps(model))
     light = _process_seconds(LIGHT_IMPORTS)
     b = min(spec.batch_sizes)
     steps = min(spec.max_steps[b], CALIBRATION_STEPS)
@@ -80,7 +98,7 @@ def measure_pack_costs(spec, store, step_time: float, log=print) -> PackCosts:
                                trials_per_batch_size=1, protocol=FULL)
         scratch_store = StudyStore(scratch)
         prepare_dataset(scratch_store, dataset_for(spec.workload), _quiet)  # shared: re-used
-        trial = TrialSpec(spec.name, b, 1, probe_parameters(spec, 0.25))
+        trial = TrialSpec(spec.name, b, 1, params)
         tick = time.perf_counter()
         [meta] = run_pack(scratch_spec, [trial], scratch_store, log=_quiet)
         pack_seconds = time.perf_counter() - tick
@@ -91,7 +109,7 @@ def measure_pack_costs(spec, store, step_time: float, log=print) -> PackCosts:
     around = max(0.0, pack_seconds - wall - setup)  # data to the device, leases, final writes
     costs = PackCosts(startup_seconds=pack_imports + around + compiled, trial_seconds=setup,
                       evaluation_seconds=per_evaluation, light_task_seconds=light)
-    log(f"pack costs: a pack task's process and imports {pack_imports:.2g} s, data and store "
+    log(f"pack costs: a pack task's process, imports and first model {pack_imports:.2g} s, data and store "
         f"{around:.2g} s, compilation {compiled:.2g} s; per trial {setup:.2g} s; per evaluation "
         f"{1000 * per_evaluation:.3g} ms (a pack of one trial, {meta['steps']} steps, "
         f"{evaluations} evaluations); a light task {light:.2g} s")

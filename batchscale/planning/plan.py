@@ -134,7 +134,7 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -
     step_times = time_steps(spec, pipeline, spec.batch_sizes, log)
     write_step_times(store.fs, spec.name, step_times)
     times = {r["batch_size"]: r["seconds_per_step"] for r in step_times}
-    costs = measure_pack_costs(spec, store, step_time_at(small, times)[0], log)
+    costs = measure_pack_costs(spec, store, pipeline, step_time_at(small, times)[0], log)
     hw = hardware(1)
     price, source = device_price(hw["preset"], hw["cpu_cores"], spec.price_per_device_hour)
     estimate = estimate_study(
