@@ -55,17 +55,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not 0 < args.probe_seconds <= 24 * 3600:
         raise SpecError(f"--probe-seconds: {args.probe_seconds:g} is not allowed; allowed: a "
                         "number of seconds > 0 and at most 86400")
+    import os
+
     from batchscale.cli.study import absolute_store
+    from batchscale.pipelines.local_run import task_environment
     from batchscale.planning.plan import plan_study
     from batchscale.store.filesystem import check_store_writable
     from batchscale.store.layout import StudyStore
 
-    spec = absolute_store(check_here(spec))  # the probes build the user's model here
-    check_store_writable(spec.store)
-    store = StudyStore(spec.store)
-    store.check_compatible(spec)  # a plan for another study under this name: refused
-    plan = plan_study(spec, store, log=_progress,
-                      probe_seconds=args.probe_seconds)
+    # time steps and pack costs as a local run's pack tasks train (one XLA thread each where
+    # they share the cores): set before anything here initialises JAX, restored after
+    before = os.environ.get("XLA_FLAGS")
+    os.environ.update(task_environment(spec.parallelism, os.cpu_count() or 1, os.environ))
+    try:
+        spec = absolute_store(check_here(spec))  # the probes build the user's model here
+        check_store_writable(spec.store)
+        store = StudyStore(spec.store)
+        store.check_compatible(spec)  # a plan for another study under this name: refused
+        plan = plan_study(spec, store, log=_progress, probe_seconds=args.probe_seconds)
+    finally:
+        if before is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = before
     print("\n".join(plan.lines()))
     return 0
 

@@ -19,23 +19,40 @@ The model (each assumption stated in what ``batchscale plan`` prints):
   cap per batch size.
 - Step times: measured per batch size where given; elsewhere interpolated log-log between
   measured neighbours, or beyond the largest measured one at its time per example.
-- Device-hours = (steps x step time + evaluations x the probe's time per evaluation) x
+- Device-hours = (steps x step time + evaluations x the time per evaluation) x
   devices / 3600, summed over batch sizes; cost = device-hours x price per device-hour.
-- Wall time = (those seconds + pack tasks x start-up) / parallelism: a pack task per
-  batch size and ``pack_size`` trials (``PACK_GUESS`` when the spec leaves it to the
-  preset), each paying about the start-up the plan itself measured (imports, data,
-  first compilation), as if the parallel packs did not slow each other down (on a
-  machine whose cores they share, they do).
+- Wall time: the pipeline as ``run --local`` runs it. Each stage's ParallelFor is
+  simulated: ``parallelism`` lanes, the packs in the order the planner starts them
+  (``search.pack_order``: longest expected first, by the step times the plan writes), each
+  lane taking the next pack as its own ends. A pack task per batch size and
+  ``pack_size`` trials (``PACK_GUESS`` when the spec leaves it to the preset) takes its
+  start-up (``pack_costs``: process and imports, data, compilation, measured as a pack
+  pays them) + per trial its set-up, steps x step time and evaluations x the time per
+  evaluation with its host work (measured on a real pack of one trial). Round 1's trials,
+  plus later rounds' top-ups: the share of the probe runs that diverged, of the trials at
+  the probe's batch size (the smallest, where the most diverge; elsewhere none). Light
+  tasks (prepare-data, a plan-round per stage, aggregate) each take a light process's
+  start-up; the report's own work is not counted. The step times and pack costs are
+  measured in a local run's task environment (one XLA thread per task where the tasks
+  share the cores), alone: packs sharing a machine are assumed not to slow each other.
+- Without pack costs (``PackCosts()``: zero) the wall time is the lanes' simulation of
+  steps and evaluations alone.
 """
 
 from __future__ import annotations
 
-import math
+import heapq
 from dataclasses import asdict, dataclass, field
 
 from batchscale.core import protocols
-from batchscale.core.errors import CommandFailed
 from batchscale.core.spec import StudySpec
+from batchscale.planning.pack_costs import PackCosts
+from batchscale.search.pack_order import (
+    expected_pack_seconds,
+    longest_first,
+    step_time_at,  # the one rule, shared with the pack order
+)
+from batchscale.search.packs import split_trials
 
 PACK_GUESS = 16  # trials per pack task when the spec leaves it to the preset (cpu's cap)
 
@@ -107,34 +124,14 @@ def _stopping_early() -> str:
     return " and ".join(early) + (" are" if len(early) > 1 else " is")
 
 
-def step_time_at(batch_size: int, measured: dict[int, float]) -> tuple[float, str]:
-    """Seconds per step at ``batch_size`` from measured step times: as measured, else
-    interpolated log-log between the measured neighbours, else extrapolated at the time per
-    example of the nearest measured batch size."""
-    if not measured:
-        raise CommandFailed("no step time was measured within physical bounds: nothing to estimate "
-                            "wall time or cost from; run `batchscale plan` again")
-    if batch_size in measured:
-        return measured[batch_size], "measured"
-    sizes = sorted(measured)
-    below = [b for b in sizes if b < batch_size]
-    above = [b for b in sizes if b > batch_size]
-    if below and above:
-        b0, b1 = below[-1], above[0]
-        t = math.log(batch_size / b0) / math.log(b1 / b0)
-        return math.exp((1 - t) * math.log(measured[b0]) + t * math.log(measured[b1])), "interpolated"
-    nearest = below[-1] if below else above[0]
-    per_example = measured[nearest] / nearest
-    return (per_example * batch_size if below else measured[nearest]), "extrapolated"
-
-
 def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: list[int | None],
                    step_times: dict[int, float], devices: int = 1, price: float = 0.0,
                    price_source: str = "", evaluation_seconds: float = 0.0,
-                   startup_seconds: float = 0.0) -> StudyEstimate:
+                   costs: PackCosts | None = None, diverged_share: float = 0.0) -> StudyEstimate:
     """The study's estimate (see the module docstring); ``noise`` has ``value``;
-    ``evaluation_seconds``: one evaluation of one trial (the probe's); ``startup_seconds``:
-    what one pack task pays before it trains."""
+    ``evaluation_seconds``: one evaluation of one trial, where ``costs`` has none (the
+    noise probe's); ``costs``: what a pack task pays besides steps; ``diverged_share``:
+    the share of the probe runs that diverged (later rounds' top-ups)."""
     from batchscale.training.evaluation_grid import evaluation_steps
 
     b_n = float(noise.value)
@@ -150,7 +147,9 @@ def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: lis
     def predicted(b: int) -> float | None:
         return None if s_min is None else s_min * (1 + b_n / b)
 
-    per_batch, n = [], spec.trials_per_batch_size
+    costs = costs or PackCosts()
+    per_evaluation = costs.evaluation_seconds or evaluation_seconds
+    per_batch, trial_seconds, n = [], {}, spec.trials_per_batch_size
     for b in spec.batch_sizes:
         budget = spec.max_steps[b]
         s = predicted(b)
@@ -161,12 +160,12 @@ def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: lis
             per_trial = spec.protocol.estimate(budget, [None if c is None else c * ratio
                                                         for c in crossings])
         seconds, how = step_time_at(b, step_times)
-        steps = per_trial * n
         evaluations = sum(1 for e in evaluation_steps(budget, spec.evaluation.resolution)
-                          if e <= per_trial) * n
-        busy = steps * seconds + evaluations * evaluation_seconds
-        per_batch.append(BatchEstimate(b, budget, s, s is not None and s > budget, n, steps,
-                                       seconds, how, busy * devices / 3600))
+                          if e <= per_trial)
+        busy = per_trial * seconds + evaluations * per_evaluation  # one trial
+        trial_seconds[b] = busy + costs.trial_seconds  # its wall time in a pack
+        per_batch.append(BatchEstimate(b, budget, s, s is not None and s > budget, n, per_trial * n,
+                                       seconds, how, busy * n * devices / 3600))
     over = [b.batch_size for b in per_batch if b.over_budget]
     if over:
         notes.append(f"the predicted steps to result exceed the budget at batch size(s) "
@@ -174,8 +173,38 @@ def estimate_study(spec: StudySpec, noise, probe_batch_size: int, crossings: lis
     trained = sum(b.trained_steps for b in per_batch)
     full = float(sum(spec.max_steps[b] * n for b in spec.batch_sizes))
     device_hours = sum(b.device_hours for b in per_batch)
-    packs = len(spec.batch_sizes) * math.ceil(n / (spec.pack_size or min(n, PACK_GUESS)))
-    wall = (device_hours * 3600 / max(1, devices) + packs * startup_seconds) / max(1, spec.parallelism)
+    pack_size = spec.pack_size or min(n, PACK_GUESS)
+    stages = [{b: n for b in spec.batch_sizes}]
+    top_up = min(spec.trial_cap - n, round(n * diverged_share / max(1e-9, 1 - diverged_share)))
+    if spec.max_rounds > 1 and top_up > 0:
+        stages.append({probe_batch_size: top_up})
+        notes.append(f"later rounds: about {top_up} top-up trial(s) at batch size "
+                     f"{probe_batch_size} counted in the wall time (the probe runs' diverged share "
+                     f"{diverged_share:.0%}); re-searches may add more")
+    wall = (2 + spec.max_rounds) * costs.light_task_seconds  # prepare, plan-rounds, aggregate
+    for counts in stages:
+        wall += parallel_for_seconds(_stage_packs(spec, counts, pack_size, step_times),
+                                     lambda p: costs.startup_seconds
+                                     + len(p.trial_ids) * trial_seconds[p.batch_size],
+                                     spec.parallelism)
     return StudyEstimate(spec.protocol.name, s_min, b_n, tuple(per_batch), n * len(spec.batch_sizes),
                          spec.trial_cap, trained, full, device_hours, wall,
                          device_hours * price, price, price_source, tuple(notes))
+
+
+def _stage_packs(spec: StudySpec, counts: dict[int, int], pack_size: int,
+                 step_times: dict[int, float]) -> list:
+    """A stage's packs (``counts`` trials per batch size) in the order the planner starts
+    them (``rounds.planner.longest_first``, here from the step times the plan writes)."""
+    packs = [p for b, count in counts.items() for p in split_trials(b, list(range(1, count + 1)),
+                                                                     pack_size)]
+    return longest_first(packs, lambda p: expected_pack_seconds(p, spec.max_steps, step_times))
+
+
+def parallel_for_seconds(packs: list, seconds, lanes: int) -> float:
+    """How long a ParallelFor of ``packs`` (in this order) takes on ``lanes`` lanes, each
+    taking the next pack when its own ends; ``seconds(pack)``: one pack's duration."""
+    ends = [0.0] * max(1, lanes)
+    for pack in packs:
+        heapq.heapreplace(ends, ends[0] + seconds(pack))
+    return max(ends)

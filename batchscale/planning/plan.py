@@ -23,6 +23,7 @@ from batchscale.core.spec import StudySpec
 from batchscale.planning.estimate import StudyEstimate, estimate_study
 from batchscale.planning.grid import propose_grid
 from batchscale.planning.noise_scale import NoiseScale, estimate_noise_scale
+from batchscale.planning.pack_costs import PackCosts, measure_pack_costs
 from batchscale.planning.probe import NoiseProbe, check_backend, check_probeable, noise_probe
 from batchscale.training.step_timing import now_iso
 
@@ -38,6 +39,7 @@ class Plan:
     grid: list[int]
     step_times: list[dict]
     estimate: StudyEstimate
+    costs: PackCosts
     price: float
     price_source: str
     seconds: float
@@ -52,7 +54,7 @@ class Plan:
                       "steps": self.probe.steps, "seconds": round(self.probe.seconds, 2),
                       "goal": self.spec.goals[0].label,
                       "runs": [r.to_dict() for r in self.probe.runs]},
-            "grid": self.grid, "step_times": self.step_times,
+            "grid": self.grid, "step_times": self.step_times, "pack_costs": self.costs.to_dict(),
             "price_per_device_hour": self.price, "price_source": self.price_source,
             "estimate": self.estimate.to_dict(), "seconds": round(self.seconds, 1),
         }
@@ -82,6 +84,11 @@ class Plan:
                    + " ".join(map(str, self.grid)))
         out.append(f"the spec's batch sizes: {' '.join(map(str, spec.batch_sizes))}")
         out.extend(self.estimate.lines())
+        c = self.costs
+        out.append(f"  wall time: {spec.parallelism} pack task(s) at once, longest first; a pack task "
+                   f"starts in {c.startup_seconds:.2g} s, then per trial {c.trial_seconds:.2g} s "
+                   f"+ steps x step time + evaluations x {1000 * c.evaluation_seconds:.3g} ms; "
+                   f"a light task {c.light_task_seconds:.2g} s (measured here, as a pack pays them)")
         out.append(f"price: {self.price:.4g} USD per device-hour ({self.price_source})")
         out.append(f"plan written to {spec.store.rstrip('/')}/{spec.name}/plan/plan.json "
                    f"({self.seconds:.0f}s)")
@@ -107,6 +114,7 @@ def _sampled(trajectory, count: int = 6):
 
 def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -> Plan:
     """Probe, estimate, write plan.json and the step times; see the module docstring."""
+    from batchscale.search.pack_order import step_time_at
     from batchscale.store.profiles import write_plan, write_step_times
     from batchscale.training.keras_setup import hardware, select_backend
     from batchscale.training.step_timing import time_steps
@@ -120,20 +128,20 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -
     check_probeable(spec, pipeline)  # before Keras is imported for a backend
     select_backend(spec.backend)
     small = min(spec.batch_sizes)
-    startup = time.time() - started  # data, Keras; the probe's compilation is added below
     probe = noise_probe(spec, pipeline, small, spec.max_steps[small], probe_seconds, log)
     noise = estimate_noise_scale(probe.measurements)
     grid = propose_grid(noise, largest=pipeline.num_train_examples)
     step_times = time_steps(spec, pipeline, spec.batch_sizes, log)
     write_step_times(store.fs, spec.name, step_times)
+    times = {r["batch_size"]: r["seconds_per_step"] for r in step_times}
+    costs = measure_pack_costs(spec, store, pipeline, step_time_at(small, times)[0], log)
     hw = hardware(1)
     price, source = device_price(hw["preset"], hw["cpu_cores"], spec.price_per_device_hour)
     estimate = estimate_study(
-        spec, noise, probe.batch_size, [r.crossing for r in probe.runs],
-        {r["batch_size"]: r["seconds_per_step"] for r in step_times}, devices=1,
+        spec, noise, probe.batch_size, [r.crossing for r in probe.runs], times, devices=1,
         price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds,
-        startup_seconds=startup + probe.compile_seconds)
-    plan = Plan(spec, hw, probe, noise, grid, step_times, estimate, price, source,
+        costs=costs, diverged_share=sum(r.diverged for r in probe.runs) / max(1, len(probe.runs)))
+    plan = Plan(spec, hw, probe, noise, grid, step_times, estimate, costs, price, source,
                 time.time() - started)
     write_plan(store.fs, spec.name, plan.to_dict())
     return plan

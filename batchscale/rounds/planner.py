@@ -21,6 +21,8 @@ batch size's rounds from the spec and the trials' measurements (``rounds.derivat
 trains only the trials of rounds it could derive, and rewrites a study.json that differs
 (or refuses, when trials were already trained from a wrong record).
 A stage with nothing to do returns no packs (its loop then has no iterations).
+The packs come longest expected first (``longest_first``: the ParallelFor starts them in
+list order), their ids the same whatever the order.
 """
 
 from __future__ import annotations
@@ -41,9 +43,12 @@ from batchscale.rounds.derivation import (
 )
 from batchscale.rounds.mixing import mix_packs
 from batchscale.search.next_round import TrialResult, next_round
+from batchscale.search.pack_order import expected_pack_seconds
+from batchscale.search.pack_order import longest_first as by_expected_seconds
 from batchscale.search.packs import split_trials
 from batchscale.search.trials import batch_trials, make_trials
 from batchscale.store.layout import StudyStore
+from batchscale.store.profiles import read_step_times
 from batchscale.store.trial_files import TrialDamage, check_trial, recorded_rows
 
 
@@ -90,7 +95,27 @@ def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
                     f"{added.last} ({added.reason})")
                 todo = list(added.trial_ids)
         packs += split_trials(batch_size, todo, pack_size)
-    return mix_packs(spec, store, packs, pack_size, log)
+    return longest_first(mix_packs(spec, store, packs, pack_size, log), spec, store)
+
+
+def longest_first(packs: list[PackSpec], spec: StudySpec, store: StudyStore) -> list[PackSpec]:
+    """``packs`` in the order their tasks should start: the longest expected first
+    (``search.pack_order``), by the study's step-time profile where it has one."""
+    step_times = profile_step_times(read_step_times(store.fs, spec.name), spec.workload.precision)
+    return by_expected_seconds(packs, lambda p: expected_pack_seconds(p, spec.max_steps, step_times))
+
+
+def profile_step_times(records: list[dict], precision: str) -> dict[int, float]:
+    """Seconds per step by batch size, from the profile's records of one device at
+    ``precision``. Where the store holds several device kinds (a study moved from CPUs to
+    a GPU), the kind measured last: the planner runs in a light task that cannot ask which
+    device the packs will train on. A file that cannot be believed was already left out."""
+    ones = [r for r in records if r.get("devices") == 1 and r.get("precision") == precision]
+    if not ones:
+        return {}
+    kind = max(ones, key=lambda r: str(r.get("measured", "")))["device_kind"]
+    return {int(r["batch_size"]): float(r["seconds_per_step"])
+            for r in ones if r["device_kind"] == kind}
 
 
 def _check_trained(spec: StudySpec, store: StudyStore, batch_size: int, added: SearchRound) -> None:

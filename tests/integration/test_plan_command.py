@@ -40,6 +40,11 @@ def test_plan_on_digits_prints_and_writes_the_plan(tmp_path, capsys):
     assert estimate["device_hours"] > 0 and estimate["cost"] > 0 and estimate["wall_seconds"] > 0
     assert [r["crossing"] is not None or r["diverged"] or r["steps"] > 0 for r in plan["probe"]["runs"]]
     assert "estimate for the spec's study (2 batch sizes x 2 trials, protocol race)" in out
+    # what a pack task pays besides steps, measured on a fresh process and a real pack of one
+    costs = plan["pack_costs"]
+    assert costs["startup_seconds"] > costs["light_task_seconds"] > 0
+    assert 0 < costs["evaluation_seconds"] < 1 and costs["trial_seconds"] >= 0
+    assert "2 pack task(s) at once, longest first" in out
     assert json.loads(json.dumps(plan)) == plan  # plain JSON
     # nothing of the study was registered or trained
     assert not fs.exists("tiny/study_spec.json")

@@ -3,12 +3,15 @@ estimate under each protocol, on made-up inputs small enough to check by hand.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from batchscale.core.errors import CommandFailed
-from batchscale.planning.estimate import estimate_study, step_time_at
+from batchscale.planning.estimate import estimate_study, parallel_for_seconds, step_time_at
 from batchscale.planning.grid import MIN_POINTS, propose_grid
 from batchscale.planning.noise_scale import NoiseScale
+from batchscale.planning.pack_costs import PackCosts
 from batchscale.validation import parse_spec
 from tests.conftest import tiny_spec_dict
 
@@ -66,16 +69,38 @@ def test_the_estimate_under_each_protocol_by_hand(tmp_path, protocol):
     assert est.full_steps == 2 * (300 + 100) and est.trials == 4
     compute = b16.trained_steps * 0.01 + b128.trained_steps * 0.04
     assert est.device_hours == pytest.approx(compute / 3600)  # no evaluation time given
-    assert est.wall_seconds == pytest.approx(compute / 2)  # parallelism 2
+    # parallelism 2: one pack task per batch size (2 trials, pack_size automatic), side by side
+    assert est.wall_seconds == pytest.approx(max(b16.trained_steps * 0.01, b128.trained_steps * 0.04))
     assert est.cost == pytest.approx(est.device_hours * 3.6)
     assert any("exceed the budget at batch size(s) 128" in n for n in est.notes)
     with_evaluations = estimate_study(spec, _noise(16), 16, [200, 240, None], times,
                                       evaluation_seconds=1.0)
     assert with_evaluations.device_hours > est.device_hours  # evaluations take device time
-    # one pack task per batch size (2 trials, pack_size automatic), 10 s start-up each
-    started = estimate_study(spec, _noise(16), 16, [200, 240, None], times, startup_seconds=10)
-    assert started.wall_seconds == pytest.approx(est.wall_seconds + 2 * 10 / 2)
+    # what a pack pays besides steps: 10 s start-up per pack, 1 s per trial, 3 light tasks
+    # (prepare, one plan-round, aggregate) of 2 s
+    costs = PackCosts(startup_seconds=10, trial_seconds=1, light_task_seconds=2)
+    started = estimate_study(spec, _noise(16), 16, [200, 240, None], times, costs=costs)
+    assert started.wall_seconds == pytest.approx(est.wall_seconds + 10 + 2 * 1 + 3 * 2)
     assert started.device_hours == est.device_hours
+
+
+def test_the_parallel_for_is_simulated_longest_first_with_later_rounds_top_ups(tmp_path):
+    # 4 batch sizes, one pack each, 2 lanes; pack seconds 1, 1, 1, 3 in batch-size order
+    assert parallel_for_seconds([1, 1, 1, 3], float, 2) == 4  # the 3 s pack starts last
+    assert parallel_for_seconds([3, 1, 1, 1], float, 2) == 3  # longest first
+    assert parallel_for_seconds([3, 1, 1, 1], float, 1) == 6
+    spec = parse_spec(tiny_spec_dict(str(tmp_path), batch_sizes=[16, 32, 64, 128], trials_per_batch_size=1,
+                                     max_steps=100, max_rounds=1, parallelism=2,
+                                     evaluation={"resolution": 0.5, "train_examples": 500}))
+    times = {16: 0.01, 32: 0.01, 64: 0.01, 128: 0.03}  # 1, 1, 1 and 3 s a trial
+    est = estimate_study(spec, _noise(16), 16, [None], times)
+    assert est.wall_seconds == pytest.approx(3)  # the planner starts batch size 128 first
+    # a third of the probe runs diverged: round 2 tops up the probe's batch size
+    again = replace(spec, max_rounds=2, trials_per_batch_size=2)
+    topped = estimate_study(again, _noise(16), 16, [None, None, None], times, diverged_share=1 / 3)
+    assert any("about 1 top-up trial(s) at batch size 16" in n for n in topped.notes)
+    base = estimate_study(again, _noise(16), 16, [None, None, None], times)
+    assert topped.wall_seconds == pytest.approx(base.wall_seconds + 1)  # one trial at 16: 1 s
 
 
 def test_without_a_probe_crossing_goal_and_race_are_estimated_as_full(tmp_path):
