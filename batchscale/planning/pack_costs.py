@@ -34,6 +34,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 CALIBRATION_STEPS = 300  # the calibration trial's budget (its grid: ~70 evaluations at 5%)
+# the most a start-up process may take: a process that hangs (a device another process
+# holds, a blocked import) must not hang the plan; its time is then not counted
+PROCESS_TIMEOUT = 300.0
 # a pack task's process up to its first model: kfp's executor, Keras (lean) on the backend,
 # the trainer, one model built (a fresh process compiles its initializers once)
 PACK_START = """
@@ -64,10 +67,23 @@ class PackCosts:
         return asdict(self)
 
 
-def _process_seconds(code: str, *args: str) -> float:
-    """Wall seconds of a fresh python running ``code`` (this environment)."""
+def _process_seconds(code: str, *args: str, log=print, what: str = "a process",
+                     timeout: float = PROCESS_TIMEOUT) -> float:
+    """Wall seconds of a fresh python running ``code`` (this environment); 0 where it
+    fails or runs past ``timeout`` seconds (killed): one line says so, and the estimate
+    goes on without that part (it was the plan's before it measured pack costs)."""
     tick = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True)
+    try:
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log(f"pack costs: {what} ran past {timeout:g} s and was stopped; its start-up is not counted")
+        return 0.0
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        log(f"pack costs: {what} failed (exit {done.returncode}: "
+            f"{lines[-1] if lines else 'no message'}); its start-up is not counted")
+        return 0.0
     return time.perf_counter() - tick
 
 
@@ -88,8 +104,9 @@ def measure_pack_costs(spec, store, pipeline, step_time: float, log=print) -> Pa
     model = {"backend": spec.backend, "model": spec.workload.model, "task": pipeline.task,
              "shape": list(pipeline.input_shape) if pipeline.input_shape is not None else None,
              "outputs": pipeline.num_outputs, "parameters": params}
-    pack_imports = _process_seconds(PACK_START, json.dumps(model))
-    light = _process_seconds(LIGHT_IMPORTS)
+    pack_imports = _process_seconds(PACK_START, json.dumps(model), log=log,
+                                    what="a pack task's start-up (imports, first model)")
+    light = _process_seconds(LIGHT_IMPORTS, log=log, what="a light task's start-up")
     b = min(spec.batch_sizes)
     steps = min(spec.max_steps[b], CALIBRATION_STEPS)
     with tempfile.TemporaryDirectory(prefix="batchscale-plan-") as scratch:
