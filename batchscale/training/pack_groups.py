@@ -70,14 +70,23 @@ def _join_resumed(groups: dict[tuple, list[int]], runs: list, i: int) -> None:
     """Put resumed run ``i`` into a group of runs at its step and pack width where its
     position is free (trials of two earlier packs, e.g. several budget-stopped trials
     trained one at a time, each held position 0) and whose batch is padded as its was (a
-    mixed-batch group's ``padded``; None otherwise), else into a new such group."""
+    mixed-batch group's ``padded``; None otherwise: then of its batch size too, since
+    trials of two unpadded groups of other batch sizes put together would be padded and
+    masked, ``mixed_step.padded_batch``), else into a new such group."""
     run = runs[i]
     for n in range(len(runs)):
         members = groups.setdefault((run.step, run.width, n), [])
-        if all(runs[j].position != run.position
-               and getattr(runs[j], "padded", None) == getattr(run, "padded", None) for j in members):
+        if all(runs[j].position != run.position and _padding(runs[j]) == _padding(run)
+               for j in members):
             members.append(i)
             return
+
+
+def _padding(run) -> tuple:
+    """What a resumed run's group must share with it besides step and width: its padded
+    batch (a mixed-batch group's), or where it had none, its own batch size."""
+    padded = getattr(run, "padded", None)
+    return ("padded", padded) if padded is not None else ("batch", _batch(run))
 
 
 def slots_of(runs: list, width: int) -> list[int | None]:

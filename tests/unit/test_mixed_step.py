@@ -81,3 +81,13 @@ def test_a_mixed_groups_members_go_back_to_their_places_by_batch_size_and_id():
     assert pack_groups(runs, 3) == [([1, 2], [None, 0, 1]), ([3], [0]), ([0], [0, None, None])]
     assert (runs[2].position, runs[2].padded, runs[3].width) == (2, 8, None)
     assert padded_batch(runs[1:3]) == 8
+
+
+def test_resumed_trials_of_unpadded_groups_of_two_batch_sizes_are_never_put_together():
+    """Budget-stopped trials 8/1 and 16/2 of one budget (the same step), each checkpointed
+    in an unpadded group 4 wide (positions 0 and 1), resumed in one mixed pack: each goes
+    back into an unpadded group of its own batch size, never one group padded to 16."""
+    runs = [_run(8, 1, 300, 4, 0, [1, 2, 3, 4]), _run(16, 2, 300, 4, 1, [1, 2, 3, 4])]
+    groups = pack_groups(runs, 4)
+    assert sorted(members for members, _ in groups) == [[0], [1]]
+    assert all(padded_batch([runs[i] for i in members]) is None for members, _ in groups)
