@@ -13,7 +13,8 @@ group's longest trial ends).
 
 ``mixed_chosen`` reads the record of these batch sizes, width, device kind, precision
 and model from the study's profile (``store.profiles.read_pack_modes``) and probes (and
-writes the record) only when there is none, so a study probes each combination once.
+writes the record) only when there is none, so a study probes each combination once;
+packs that probe at the same time adopt the record written first (``claim_pack_mode``).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def mixed_chosen(spec: StudySpec, store, pipeline, batch_sizes, width: int, log=
     """Whether a mixed group of ``batch_sizes`` ``width`` wide is the faster mode here: the
     study's record of it, or a probe now (written as a record). A probe that fails is
     logged and the pack trains its batch sizes separately, as it would without mixing."""
-    from batchscale.store.profiles import write_pack_mode
+    from batchscale.store.profiles import claim_pack_mode
 
     record = pack_mode_record(spec, store, batch_sizes, width)
     if record is not None:
@@ -138,5 +139,9 @@ def mixed_chosen(spec: StudySpec, store, pipeline, batch_sizes, width: int, log=
         log(f"mixed-batch probe of batch sizes {sorted(set(batch_sizes))} failed, trained separately: "
             f"{type(err).__name__}: {err}")
         return False
-    write_pack_mode(store.fs, spec.name, record)
+    # a pack of these batch sizes that probed at the same time and wrote first decides
+    # (as ``pack_mode.choose_pack_mode``): the packs of a stage, and a stage run again,
+    # then mix alike; each writing its own, the last won and a re-run followed only it
+    _, record = claim_pack_mode(store.fs, spec.name, record,
+                                lambda there: there["chosen"] in ("mixed", "separate"))
     return record["chosen"] == "mixed"
