@@ -311,7 +311,9 @@ class _Loop:
         rows = self._evaluation(self.state, step, self.started)
         self.eval_seconds += time.perf_counter() - tick
         for position, (run, row) in enumerate(zip(self.runs, rows)):
-            if self._due(position, step):
+            # a resumed trial already evaluated here (its group checkpointed after its
+            # evaluation, another's before) keeps its one row at this step
+            if self._due(position, step) and not run.life.evaluated():
                 run.life.record(row)
 
     def _due(self, position: int, step: int) -> bool:
