@@ -2,15 +2,18 @@
 
 A group of a pack may hold trials of several small batch sizes (2, 4 and 8, say). Every
 trial's batch indices are padded to the group's largest batch size (``pad_rows``: the
-padding rows repeat example 0), so one compiled step of shape (trials, padded batch)
+padding rows repeat the trial's own rows), so one compiled step of shape (trials, padded batch)
 trains them all, and ``MixedStep`` takes each trial's loss as the mean over its own
 first ``b`` rows only (``task_losses.masked_loss``; ``b`` is a traced per-trial value,
 ``hyper["batch_size"]``). The padded rows get exactly zero gradient, so each trial's
 gradient and update are those of its own batch, equal to training it alone up to float32
 rounding (a sum over 8 rows of which 6 are 0 may be added in another order than a sum
-over 2). On an accelerator a step at batch sizes 2-8 costs about the same whatever the
-batch (latency-bound), so a mixed group trains in max(steps) steps what separate groups
-train in their sum.
+over 2). Padding with the trial's own examples keeps divergence its own too: a padded row
+whose activations overflow copies a real row that overflows as well (with example 0 as
+padding, a NaN of that one example reached the gradient through the masked rows' backward
+pass, 0 x inf, and made INFEASIBLE a trial that alone trained on). On an accelerator a
+step at batch sizes 2-8 costs about the same whatever the batch (latency-bound), so a
+mixed group trains in max(steps) steps what separate groups train in their sum.
 
 This is exact only for a model whose rows do not see each other in training: no batch
 normalisation (batch statistics mix the rows, padding included), and random layers
@@ -41,12 +44,13 @@ class MixedStep(PackStep):
 
 
 def pad_rows(indices: np.ndarray, padded: int | None) -> np.ndarray:
-    """A trial's batch indices (steps, b) padded to (steps, ``padded``) with example 0
-    (masked out of its loss); unchanged if ``padded`` is None or b already."""
+    """A trial's batch indices (steps, b) padded to (steps, ``padded``) with its own rows
+    repeated, each step's from that step's batch (masked out of its loss); unchanged if
+    ``padded`` is None or b already."""
     if padded is None or indices.shape[1] == padded:
         return indices
-    return np.concatenate([indices, np.zeros((indices.shape[0], padded - indices.shape[1]),
-                                             indices.dtype)], axis=1)
+    b = indices.shape[1]
+    return np.concatenate([indices, indices[:, np.arange(padded - b) % b]], axis=1)
 
 
 def padded_batch(runs: list) -> int | None:

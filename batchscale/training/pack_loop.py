@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from batchscale.core.names import SCHEDULE_OPTIONAL_PARAMETERS, SCHEDULE_PARAMETERS
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.evaluation_grid import evaluation_steps
-from batchscale.training.mixed_step import batch_counts, member_sizes, padded_batch
+from batchscale.training.mixed_step import batch_counts, member_sizes, pad_rows, padded_batch
 from batchscale.training.pack_groups import in_lockstep, pack_groups
 from batchscale.training.pack_mode import TURNS, PackMode, choose_pack_mode, mode_metadata, probe_rates
 from batchscale.training.signals import Stopped
@@ -279,15 +279,14 @@ class _Loop:
 
     def _train(self, step: int, n: int) -> int:
         """Train ``n`` steps; each trial's batch indices are written straight into the
-        int32 buffer sized to the chunk that the compiled call receives (``index_buffer``);
-        in a mixed-batch group the rows past a trial's own batch stay 0, the padding its
-        masked loss ignores (``mixed_step.pad_rows``'s rule)."""
+        int32 buffer sized to the chunk that the compiled call receives (``index_buffer``),
+        in a mixed-batch group padded with the trial's own rows (``pad_rows``), which its
+        masked loss ignores."""
         from batchscale.training.chunk_buffers import index_buffer
 
         indices = index_buffer(n, len(self.runs), self.padded or self.runs[0].trial.batch_size)
         for position, run in enumerate(self.runs):
-            rows = run.order.take(n).reshape(n, -1)
-            indices[:n, position, :rows.shape[1]] = rows
+            indices[:n, position] = pad_rows(run.order.take(n).reshape(n, -1), self.padded)
         tick = time.perf_counter()
         compile_before = self.step_fn.compile_seconds
         self.state, finite = self.step_fn.run_chunk(self.state, self.hyper, indices, step,

@@ -143,7 +143,11 @@ def _train_sizes(spec: StudySpec, trials: list[TrialSpec], store, log, stop,
     probe now: ``mixed_probe.mixed_chosen``) says it pays, else each batch size's trials
     as a pack of its own, one batch size after another. A pack of one small batch size
     (``mixed_step.SMALL_BATCH``) in a study with other small batch sizes probes them once
-    (``_probe_small``), so the planner can mix them at later stages."""
+    (``_probe_small``), so the planner can mix them at later stages: only where its own
+    trials trained vmapped (``pack_mode``). A mixed group is a vmapped step padded to the
+    largest batch, so where vmapping the smallest batch size's trials did not pay its
+    margin against turns, mixing it with larger ones cannot: the probe would cost a study
+    seconds (3.5-20 s on 2 CPU cores) to learn nothing."""
     from batchscale.training.mixed_probe import mixed_chosen
 
     sizes = list(dict.fromkeys(trial.batch_size for trial in trials))
@@ -155,7 +159,7 @@ def _train_sizes(spec: StudySpec, trials: list[TrialSpec], store, log, stop,
     out = []
     for size in sizes:
         out += _train(spec, [t for t in trials if t.batch_size == size], store, log, stop, width)
-    if len(sizes) == 1:
+    if len(sizes) == 1 and any(meta.get("pack_mode") == "vmapped" for meta in out):
         _probe_small(spec, trials, store, log, width)
     return out
 

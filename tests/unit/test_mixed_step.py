@@ -49,10 +49,14 @@ def test_a_model_with_batch_normalisation_is_not_exact_under_padding_and_dropout
     assert not exact_under_padding(keras.Model(inputs, keras.layers.Dense(10)(hidden)), x)
 
 
-def test_indices_are_padded_with_example_zero_to_the_groups_batch():
+def test_indices_are_padded_with_the_trials_own_rows_to_the_groups_batch():
+    # each step's padding repeats that step's own examples, never another's (example 0
+    # as padding once made a trial INFEASIBLE by a NaN of that example alone: 0 x inf in
+    # the masked rows' backward pass)
     indices = np.array([[5, 6], [7, 8]], np.int32)
     assert pad_rows(indices, None) is indices and pad_rows(indices, 2) is indices
-    assert pad_rows(indices, 4).tolist() == [[5, 6, 0, 0], [7, 8, 0, 0]]
+    assert pad_rows(indices, 5).tolist() == [[5, 6, 5, 6, 5], [7, 8, 7, 8, 7]]
+    assert pad_rows(np.array([[3]], np.int32), 4).tolist() == [[3, 3, 3, 3]]
 
 
 def _run(batch_size, trial_id, step=0, width=None, position=None, members=None, sizes=None,
