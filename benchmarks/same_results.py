@@ -60,6 +60,7 @@ def summary(store: Path, study: str) -> dict:
 
 def compare(old: Path, new: Path, study: str) -> list[str]:
     problems: list[str] = []
+    added: set[str] = set()
     a, b = trials(old, study), trials(new, study)
     for name in sorted(set(a) ^ set(b)):
         problems.append(f"trial {name}: only in {'old' if name in a else 'new'}")
@@ -70,13 +71,17 @@ def compare(old: Path, new: Path, study: str) -> list[str]:
             problems.append(f"trial {name}: measurements differ ({len(ra)} vs {len(rb)} rows, "
                             f"first at row {first})")
         ma, mb = metadata(a[name]), metadata(b[name])
-        if ma != mb:
-            keys = sorted(k for k in set(ma) | set(mb) if ma.get(k) != mb.get(k))
+        added.update(set(mb) - set(ma))  # fields the newer code records: named, not a difference
+        shared = set(ma) & set(mb)
+        keys = sorted({k for k in shared if ma[k] != mb[k]} | (set(ma) - set(mb)))
+        if keys:
             problems.append(f"trial {name}: metadata differs in {', '.join(keys)}")
     sa, sb = summary(old, study), summary(new, study)
     for key in sorted(set(sa) | set(sb)):
         if sa.get(key) != sb.get(key):
             problems.append(f"summary.json: {key} differs")
+    if added:
+        print(f"metadata fields only the new store records (not compared): {', '.join(sorted(added))}")
     print(f"{len(set(a) & set(b))} trials in both stores; {len(problems)} difference(s)")
     return problems
 
