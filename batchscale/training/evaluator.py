@@ -107,12 +107,8 @@ def evaluate_pack(evaluators: list[Evaluator], predict, step: int, started: floa
             for i, (accumulator, one) in enumerate(zip(accumulators, logits)):
                 batch = batches[0 if shared else i]
                 accumulator.update(one, batch[1], batch[2] if len(batch) > 2 else None)
-        for row, accumulator in zip(rows, accumulators):
-            for name, value in accumulator.result().items():
-                row[f"{prefix}/{name}"] = value
-    for row in rows:
-        row["wall_time"] = time.time() - started
-    return rows
+        _fold(rows, prefix, accumulators)
+    return _stamped(rows, started)
 
 
 # pipeline -> {(split, batch size): device arrays of its shared batches}: one copy per data
@@ -180,12 +176,22 @@ class PackEvaluation:
                                                       (shared,) * (last - first), self.x_all)
                 for j, batch in enumerate(range(first, last)):
                     update_pack(accumulators, logits[j], targets[batch], weights[batch])
-            for row, accumulator in zip(rows, accumulators):
-                for name, value in accumulator.result().items():
-                    row[f"{prefix}/{name}"] = value
-        for row in rows:
-            row["wall_time"] = time.time() - started
-        return rows
+            _fold(rows, prefix, accumulators)
+        return _stamped(rows, started)
+
+
+def _fold(rows: list[dict], prefix: str, accumulators: list) -> None:
+    """Each trial's metrics of one split into its row, named ``<prefix>/<metric>``."""
+    for row, accumulator in zip(rows, accumulators):
+        for name, value in accumulator.result().items():
+            row[f"{prefix}/{name}"] = value
+
+
+def _stamped(rows: list[dict], started: float) -> list[dict]:
+    """The rows with their wall time since ``started`` (the trial's start)."""
+    for row in rows:
+        row["wall_time"] = time.time() - started
+    return rows
 
 
 def _calls(sizes: list[int], budget: int) -> list[tuple[int, int]]:
