@@ -178,7 +178,7 @@ def _derive_studies(base: StudySpec, axis: Axis, overrides, folder: str) -> tupl
         try:
             spec = parse_spec(raw)
         except SpecError as err:
-            what = f"the goals" if value is None else f"{axis.label} {value!r}"
+            what = "the goals" if value is None else f"{axis.label} {value!r}"
             raise SpecError(f"axis: {what} (study {label}): {err}") from None
         out.append(ExperimentStudy(label, value, spec))
     return tuple(out)
