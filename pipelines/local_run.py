@@ -2,7 +2,8 @@
 
 Invoked by ``batchscale run --local`` as a child process, so that kfp's per-task logs
 go to a file while the parent shows concise progress:
-``python -m batchscale.pipelines.local_run SPEC_JSON PIPELINE_ROOT``.
+``python -m batchscale.pipelines.local_run SPEC_JSON PIPELINE_ROOT`` (a study's spec, or an
+experiment's: ``pipelines.experiment``).
 
 The CLI starts this process as the leader of its own process group (the kfp task
 processes it starts join that group) and, on Ctrl-C, terminates the group. Should the
@@ -18,8 +19,10 @@ import os
 import signal
 import sys
 
+from batchscale.core.experiment import ExperimentSpec
 from batchscale.core.spec import StudySpec
 from batchscale.validation import parse_spec
+from batchscale.validation.experiment_spec import is_experiment, parse_experiment
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ONE_THREAD_XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
@@ -27,14 +30,27 @@ ONE_THREAD_XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
 
 def run_local(spec: StudySpec, pipeline_root: str) -> None:
     """Execute every task of the pipeline on this machine, synchronously."""
-    from kfp import local
-
     from batchscale.pipelines.study import build_pipeline
 
-    os.environ.update(task_environment(spec.parallelism, os.cpu_count() or 1, os.environ))
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root)
+    _init_local(spec.parallelism, pipeline_root)
     pipeline = build_pipeline(spec, store_root=spec.store, retries=0)  # fail fast: rerun resumes
     pipeline(study_spec=spec.to_dict(), store_root=spec.store)
+
+
+def run_experiment_local(experiment: ExperimentSpec, pipeline_root: str) -> None:
+    """Execute every task of the experiment's pipeline on this machine, synchronously."""
+    from batchscale.pipelines.experiment import build_experiment_pipeline
+
+    _init_local(experiment.parallelism, pipeline_root)
+    pipeline = build_experiment_pipeline(experiment, store_root=experiment.store, retries=0)
+    pipeline(experiment_spec=experiment.to_dict(), store_root=experiment.store)
+
+
+def _init_local(parallelism: int, pipeline_root: str) -> None:
+    from kfp import local
+
+    os.environ.update(task_environment(parallelism, os.cpu_count() or 1, os.environ))
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root)
 
 
 def task_environment(parallelism: int, cores: int, environ) -> dict[str, str]:
@@ -70,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent()
     spec_file, pipeline_root = (argv if argv is not None else sys.argv[1:])[:2]
     with open(spec_file) as fh:
-        spec = parse_spec(json.load(fh))
-    run_local(spec, pipeline_root)
+        raw = json.load(fh)
+    if is_experiment(raw):
+        run_experiment_local(parse_experiment(raw), pipeline_root)
+    else:
+        run_local(parse_spec(raw), pipeline_root)
     return 0
 
 

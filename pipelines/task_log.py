@@ -50,7 +50,12 @@ REASON = re.compile(r"\(\[Errno -?\d+\] ([^)\]]+)\)|\[Errno -?\d+\] ([^'\")\]]+)
 
 # The pipeline's tasks (component names as kfp.local logs them) and the phase each is.
 PHASES = {"prepare-data": "preparing data", "plan-round": "planning",
-          "train-pack": "training", "aggregate": "analysing"}
+          "train-pack": "training", "aggregate": "analysing",
+          # an experiment's (pipelines.experiment)
+          "prepare-experiment-data": "preparing data", "plan-experiment-round": "planning",
+          "train-experiment-pack": "training", "compare-experiment": "analysing and comparing"}
+PLANNING_TASKS = ("plan-round", "plan-experiment-round")  # one per search round
+TRAINING_TASKS = ("train-pack", "train-experiment-pack")
 
 
 @dataclass(frozen=True)

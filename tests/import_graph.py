@@ -18,6 +18,7 @@ from pathlib import Path
 LAYERS = {
     "batchscale.core": 0,
     "batchscale.studies": 0,
+    "batchscale.experiments": 0,
     "batchscale.store": 1,
     "batchscale.search": 1,
     "batchscale.workloads": 2,

@@ -116,13 +116,13 @@ class RunWatch:
         return time.time() - self.started
 
     def log_events(self) -> None:
-        from batchscale.pipelines.task_log import phase_of
+        from batchscale.pipelines.task_log import PLANNING_TASKS, TRAINING_TASKS, phase_of
 
         for event in self.task_log.read():
             if event.kind == "task":
-                self.rounds += event.task == "plan-round"
+                self.rounds += event.task in PLANNING_TASKS
                 self.phase = phase_of(event.task)
-                if event.task in ("plan-round", "train-pack") and self.spec.max_rounds > 1:
+                if event.task in PLANNING_TASKS + TRAINING_TASKS and self.spec.max_rounds > 1:
                     self.phase += f" (round {max(self.rounds, 1)} of up to {self.spec.max_rounds})"
             elif event.kind == "network":
                 hint = f"; {OFFLINE_HINT}" if event.task == "prepare-data" else ""

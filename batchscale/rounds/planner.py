@@ -101,8 +101,15 @@ def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
 def longest_first(packs: list[PackSpec], spec: StudySpec, store: StudyStore) -> list[PackSpec]:
     """``packs`` in the order their tasks should start: the longest expected first
     (``search.pack_order``), by the study's step-time profile where it has one."""
+    return by_expected_seconds(packs, pack_seconds(spec, store))
+
+
+def pack_seconds(spec: StudySpec, store: StudyStore):
+    """``pack -> expected seconds`` of the study's packs (``search.pack_order``), by its
+    step-time profile where it has one: what orders packs, also across an experiment's
+    studies (``rounds.experiment_stage``)."""
     step_times = profile_step_times(read_step_times(store.fs, spec.name), spec.workload.precision)
-    return by_expected_seconds(packs, lambda p: expected_pack_seconds(p, spec.max_steps, step_times))
+    return lambda p: expected_pack_seconds(p, spec.max_steps, step_times)
 
 
 def profile_step_times(records: list[dict], precision: str) -> dict[int, float]:

@@ -17,10 +17,22 @@ def shipped_studies() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
+def shipped_experiments() -> list[str]:
+    """Names of the experiments shipped inside the package (batchscale/experiments/*.yaml)."""
+    return sorted(p.name[:-5] for p in resources.files("batchscale.experiments").iterdir()
+                  if p.name.endswith(".yaml"))
+
+
 def default_spec_dict(name: str = "quickstart") -> dict:
-    """A shipped spec by name; quickstart (the embedded default study) unless told."""
-    text = resources.files("batchscale.studies").joinpath(f"{name}.yaml").read_text()
+    """A shipped spec by name (a study, or an experiment); quickstart (the embedded default
+    study) unless told."""
+    package = "batchscale.experiments" if name in shipped_experiments() else "batchscale.studies"
+    text = resources.files(package).joinpath(f"{name}.yaml").read_text()
     return load_yaml(text, f"{name}.yaml")
+
+
+def _shipped_text() -> str:
+    return f"shipped studies: {', '.join(shipped_studies())}; experiments: {', '.join(shipped_experiments())}"
 
 
 def load_yaml(text: str, where: str):
@@ -58,14 +70,13 @@ def load_spec_dict(path: str | None) -> dict:
 
     import yaml
 
-    if not os.path.exists(path) and path in shipped_studies():
+    if not os.path.exists(path) and path in shipped_studies() + shipped_experiments():
         return default_spec_dict(path)
     try:
         with open(path, encoding="utf-8") as fh:
             raw = load_yaml(fh.read(), path)
     except FileNotFoundError:
-        raise SpecError(f"spec file: {path} does not exist (shipped studies: "
-                        f"{', '.join(shipped_studies())})") from None
+        raise SpecError(f"spec file: {path} does not exist ({_shipped_text()})") from None
     except OSError as err:
         raise SpecError(f"spec file: {path} cannot be read ({err.strerror}); allowed: a readable "
                         "YAML file or a shipped study's name") from None
