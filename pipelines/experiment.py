@@ -61,7 +61,7 @@ def build_experiment_pipeline(experiment: ExperimentSpec, store_root: str = "",
     users = [s for s in experiment.specs if uses_user_model(s)]
     trainer_image = model_image((users or list(experiment.specs))[0], trainer.image, images)
     pack_sizes = {s.label: pack_size_for(s.spec, preset) for s in experiment.studies}
-    rounds = max(s.max_rounds for s in experiment.specs)
+    rounds = experiment.max_rounds
     default = experiment.to_dict()
 
     def light(task):

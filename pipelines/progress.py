@@ -167,3 +167,54 @@ class ProgressTracker:
         if self.since is None or left <= 0 or finished < MIN_FINISHED_FOR_ETA:
             return None
         return left * (self.clock() - self.since) / finished
+
+
+@dataclass
+class ExperimentProgress(Progress):
+    """An experiment's progress: the counts over its studies, and each study's best steps
+    per batch size (``studies``: label -> that study's Progress)."""
+
+    studies: dict | None = None
+
+    def best(self) -> str:
+        return " | ".join(f"{label} {p.best()}" for label, p in (self.studies or {}).items())
+
+
+class ExperimentTracker:
+    """One ``ProgressTracker`` per study of an experiment, read as one: trials summed over
+    the studies, each study's best steps per batch size, and one ETA from the rate of all
+    the trials finished in this run (the studies' packs share one pool)."""
+
+    def __init__(self, experiment, stores: dict, clock=time.monotonic):
+        self.clock = clock
+        self.trackers = {s.label: ProgressTracker(s.spec, stores[s.label], clock)
+                         for s in experiment.studies}
+
+    @property
+    def results(self) -> dict[int, dict]:
+        """Finished trials by batch size, over the studies (the console's lease waits)."""
+        merged: dict[int, dict] = {}
+        for tracker in self.trackers.values():
+            for batch_size, done in tracker.results.items():
+                merged.setdefault(batch_size, {}).update(done)
+        return merged
+
+    def poll(self) -> ExperimentProgress:
+        for tracker in self.trackers.values():
+            tracker.poll()
+        return self.progress()
+
+    def progress(self) -> ExperimentProgress:
+        parts = {label: t.progress() for label, t in self.trackers.items()}
+        later = sum(p.later for p in parts.values())
+        total = sum(p.total for p in parts.values())
+        done = sum(p.done for p in parts.values())
+        baseline = sum(t.baseline or 0 for t in self.trackers.values())
+        starts = [t.since for t in self.trackers.values() if t.since is not None]
+        eta = None
+        if starts and done - baseline >= MIN_FINISHED_FOR_ETA and total - done + later > 0:
+            eta = (total - done + later) * (self.clock() - min(starts)) / (done - baseline)
+        return ExperimentProgress(
+            done, total, sum(p.infeasible for p in parts.values()), {},
+            sum(p.added for p in parts.values()), sum(p.running for p in parts.values()), eta,
+            later, baseline, studies=parts)

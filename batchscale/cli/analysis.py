@@ -120,6 +120,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
     price = parse_price(getattr(args, "price", None))
     check_goal_flags(args.goal)
+    if _is_experiment(args.study):
+        from batchscale.cli.experiment import report_experiment_folder
+
+        return report_experiment_folder(args.study, table_width(args))
     try:
         result, written = report_study(
             args.study, out=args.out, goals=args.goal, num_trials=args.trials,
@@ -131,6 +135,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     doc = summary_json(result)
     print_summary(result.steps, doc, written["html"], width=table_width(args))
     return print_damaged(doc.get("damaged"))
+
+
+def _is_experiment(location: str) -> bool:
+    """Whether ``report``'s location is an experiment's folder (``experiment.json``)."""
+    from batchscale.store.experiment_record import is_experiment_folder
+
+    try:
+        return is_experiment_folder(location)
+    except (OSError, ValueError):
+        return False  # the study reader says what is wrong with the location
 
 
 def _unreadable(err) -> int:

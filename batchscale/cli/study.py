@@ -31,12 +31,13 @@ from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
     add_wide_arg,
-    build_spec,
+    build_run_spec,
     check_here,
     images_arg,
     pipeline_store_arg,
     table_width,
 )
+from batchscale.core.experiment import ExperimentSpec
 from batchscale.core.spec import SpecError, StudySpec
 
 POLL_SECONDS = 3.0
@@ -106,7 +107,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from batchscale.store.filesystem import check_no_escaping_links, check_store_writable
     from batchscale.store.layout import StudyStore
 
-    spec = absolute_store(check_here(build_spec(args)))
+    spec = build_run_spec(args)
+    if isinstance(spec, ExperimentSpec):
+        from batchscale.cli.experiment import run_experiment
+
+        return run_experiment(args, spec)
+    spec = absolute_store(check_here(spec))
+    check_refused_folder(spec)  # not an experiment's folder
     check_store_writable(spec.store)  # a file, a read-only folder: refused before anything runs
     check_no_escaping_links(spec.store, (spec.name, "datasets"))
     store = StudyStore(spec.store)
@@ -145,10 +152,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: str,
-                  started: float, width: int | None = None) -> int:
+                  started: float, width: int | None = None, tracker=None, finish=None) -> int:
     """Start local_run, show progress until it ends, print the report (its table fitted to
     ``width``). Any way out of the progress loop (Ctrl-C, SIGTERM, an error) stops the
-    pipeline's whole process group."""
+    pipeline's whole process group. An experiment (``cli.experiment``) passes itself as
+    ``spec``, its ``tracker`` (``ExperimentTracker``) and ``finish(elapsed) -> exit
+    status``, what it prints at the end."""
     from batchscale.cli.analysis import print_stored_report
     from batchscale.cli.run_console import RunConsole, RunWatch, picked_up_line
     from batchscale.pipelines.progress import ProgressTracker
@@ -166,7 +175,7 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
         console = RunConsole()
         try:
             watch = RunWatch(spec, store, log_path, console, started)
-            tracker = ProgressTracker(spec, _polling_store(spec))
+            tracker = tracker or ProgressTracker(spec, _polling_store(spec))
             while child.poll() is None:
                 try:
                     child.wait(timeout=POLL_SECONDS)  # returns as soon as the pipeline ends
@@ -193,6 +202,8 @@ def _run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: s
     print(f"[{elapsed:7.0f}s] {final.line()}")
     if picked_up := picked_up_line(final):
         print(f"[{elapsed:7.0f}s] {picked_up}")
+    if finish is not None:
+        return finish(elapsed)
     return print_stored_report(spec, store, elapsed=elapsed, width=width)
 
 
@@ -272,6 +283,20 @@ def absolute_pythonpath(environ) -> dict:
                                           for e in entries.split(os.pathsep))}
 
 
+def check_refused_folder(spec: StudySpec) -> None:
+    """A study whose folder is an experiment's (``store.experiment_record``) is refused:
+    its files would land among the experiment's studies."""
+    from batchscale.store.experiment_record import is_experiment_folder
+
+    try:
+        taken = is_experiment_folder(f"{spec.store.rstrip('/')}/{spec.name}")
+    except (OSError, ValueError):
+        return  # an unreachable or odd store: the checks after this one say so
+    if taken:
+        raise SpecError(f"name: {spec.store.rstrip('/')}/{spec.name} is an experiment's folder "
+                        "(it holds experiment.json); give the study another name or store")
+
+
 def absolute_store(spec: StudySpec) -> StudySpec:
     """``spec`` with a local store, a model file and local data files as absolute paths
     (kfp.local's tasks run elsewhere; ``workload_spec.absolute_paths``). The spec is valid
@@ -287,7 +312,11 @@ def absolute_store(spec: StudySpec) -> StudySpec:
 def cmd_compile(args: argparse.Namespace) -> int:
     from batchscale.pipelines.study import compile_pipeline
 
-    spec = build_spec(args)
+    spec = build_run_spec(args)
+    if isinstance(spec, ExperimentSpec):
+        from batchscale.cli.experiment import compile_experiment
+
+        return compile_experiment(args, spec)
     images = images_arg(args)
     compile_pipeline(spec, args.output, store_root=pipeline_store_arg(args), preset=args.preset,
                      images=images)
@@ -306,7 +335,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from batchscale.pipelines.placement import pack_size_for
     from batchscale.search.packs import make_packs
 
-    spec = check_here(build_spec(args))
+    spec = build_run_spec(args)
+    if isinstance(spec, ExperimentSpec):
+        from batchscale.cli.experiment import validate_experiment
+
+        return validate_experiment(args, spec)
+    spec = check_here(spec)
     print(json.dumps(spec.to_dict(), indent=2))
     sys.stdout.flush()  # a closed stdout ends the command here, before anything reaches stderr
     size = pack_size_for(spec, args.preset)

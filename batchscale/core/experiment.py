@@ -116,6 +116,11 @@ class ExperimentSpec:
         return [f"{self.folder}/{s.label}" for s in self.studies]
 
     @property
+    def max_rounds(self) -> int:
+        """The most search rounds any of its studies may run (the pipeline's rounds)."""
+        return max(s.max_rounds for s in self.specs)
+
+    @property
     def trials(self) -> int:
         """Trials of round 1 over every study."""
         return sum(len(s.spec.batch_sizes) * s.spec.trials_per_batch_size for s in self.studies)

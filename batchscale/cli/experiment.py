@@ -1,0 +1,176 @@
+"""``run --local``, ``validate``, ``compile`` and ``report`` of an experiment.
+
+The study commands (``cli.study``, ``cli.analysis``) hand an experiment here: a SPEC that
+names one (``experiment:``; ``core.experiment``), or for ``report`` a folder holding
+``experiment.json``. ``run --local`` checks every study as a study's run does, runs the
+experiment's pipeline (``pipelines.experiment``) with the same console (one line over all
+studies: each study's best steps per batch size), then prints the comparison: the
+findings, each study's fit, and where each report and the comparison are. Running it
+again re-uses every finished trial of every study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from batchscale.core.experiment import ExperimentSpec
+from batchscale.core.spec import SpecError
+
+
+def absolute_experiment(experiment: ExperimentSpec, args) -> ExperimentSpec:
+    """``experiment`` with a local store as an absolute path (kfp.local's tasks run in
+    another folder), every study re-derived from it, each checked on this machine."""
+    from batchscale.cli.options import check_here
+    from batchscale.validation.experiment_spec import parse_experiment
+
+    if not experiment.store.startswith("gs://"):
+        experiment = parse_experiment(experiment.raw, os.path.abspath(os.path.expanduser(experiment.store)))
+    for spec in experiment.specs:
+        check_here(spec)
+    return experiment
+
+
+def check_experiment_store(experiment: ExperimentSpec) -> None:
+    """Refuse before anything is written: an unwritable store, a study folder in the
+    experiment's place, a study whose stored spec or rounds differ (each study's own checks)."""
+    from batchscale.rounds.planner import check_recorded_rounds
+    from batchscale.store.filesystem import check_no_escaping_links, check_store_writable, open_root
+    from batchscale.store.layout import StudyStore
+
+    check_store_writable(experiment.store)
+    if open_root(experiment.store).exists(f"{experiment.name}/study_spec.json"):
+        raise SpecError(f"experiment: {experiment.folder} is a study's folder (it holds "
+                        "study_spec.json); give the experiment another name or store")
+    check_no_escaping_links(experiment.store, (experiment.name,))
+    for spec in experiment.specs:
+        check_no_escaping_links(spec.store, (spec.name, "datasets"))
+        store = StudyStore(spec.store)
+        store.check_compatible(spec)
+        check_recorded_rounds(spec, store)
+
+
+def run_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> int:
+    """``batchscale run --local EXPERIMENT``: the pipeline through kfp.local, with progress."""
+    from batchscale.cli import study as cli_study
+    from batchscale.pipelines.progress import ExperimentTracker
+    from batchscale.store.layout import StudyStore
+
+    experiment = absolute_experiment(experiment, args)
+    check_experiment_store(experiment)
+    work = os.path.abspath(args.work_dir)
+    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path = os.path.join(work, "logs", f"{experiment.name}-{stamp}.log")
+    spec_path = os.path.join(work, f"{experiment.name}-{stamp}.experiment.json")
+    with open(spec_path, "w") as fh:
+        json.dump(experiment.to_dict(), fh)
+    print(f"experiment {experiment.name}: {experiment.axis.label} over "
+          f"{', '.join(s.label for s in experiment.studies)}; {experiment.trials} trials in round 1, "
+          f"store {StudyStore(experiment.folder).url()}")
+    print(f"kfp task logs: {log_path}")
+    started = time.time()
+    cli_study._requested.clear()
+    previous = {signum: signal.signal(signum, cli_study._raise_terminated)
+                for signum in (signal.SIGTERM, signal.SIGHUP)}
+    stores = {s.label: cli_study._polling_store(s.spec) for s in experiment.studies}
+    try:
+        code = cli_study._run_pipeline(
+            experiment, StudyStore(experiment.folder), work, log_path, spec_path, started,
+            tracker=ExperimentTracker(experiment, stores),
+            finish=lambda elapsed: print_experiment(experiment, elapsed, cli_study_width(args)))
+        cli_study.raise_if_terminated()
+        return code
+    except cli_study.Terminated as stopped:
+        try:
+            print(f"batchscale: terminated ({signal.Signals(stopped.signum).name}): "
+                  f"{cli_study.RESUME_HINT}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+        return 128 + stopped.signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def cli_study_width(args) -> int | None:
+    from batchscale.cli.options import table_width
+
+    return table_width(args)
+
+
+def print_experiment(experiment: ExperimentSpec, elapsed: float | None = None,
+                     width: int | None = None) -> int:
+    """The comparison the pipeline's last step wrote (rebuilt from the store: the same
+    numbers), each study's report, the wall time."""
+    from batchscale.analysis.experiment import format_experiment, report_experiment
+
+    comparison, written = report_experiment(experiment)
+    print(format_experiment(comparison, width))
+    for location in experiment.locations():
+        print(f"study report: {location}/report/report.html")
+    if elapsed is not None:
+        print(f"wall time {elapsed:.0f}s")
+    print(f"comparison: {written['html']}")
+    return 0
+
+
+def validate_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> int:
+    """The resolved experiment as JSON on stdout (each study's resolved spec); how its
+    studies are packed for ``--preset`` on stderr."""
+    from batchscale.cli.options import check_here
+    from batchscale.pipelines.placement import pack_size_for
+    from batchscale.search.packs import make_packs
+
+    for spec in experiment.specs:
+        check_here(spec)
+    print(json.dumps({"experiment": experiment.name, "axis": experiment.axis.to_dict(),
+                      "normalize_at": experiment.normalize_at,
+                      "robustness_k": experiment.robustness_k,
+                      "parallelism": experiment.parallelism,
+                      "studies": {s.label: s.spec.to_dict() for s in experiment.studies}}, indent=2))
+    sys.stdout.flush()
+    for study in experiment.studies:
+        size = pack_size_for(study.spec, args.preset)
+        trials = len(study.spec.batch_sizes) * study.spec.trials_per_batch_size
+        print(f"{study.label}: pack size {size}: {len(make_packs(study.spec, size))} pack tasks for "
+              f"{trials} trials", file=sys.stderr)
+    return 0
+
+
+def compile_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> int:
+    """``batchscale compile EXPERIMENT``: one pipeline, one Kubeflow run per experiment."""
+    from batchscale.cli.options import images_arg, pipeline_store_arg
+    from batchscale.pipelines.experiment import compile_experiment_pipeline
+
+    images = images_arg(args)
+    output = args.output if args.output != "batchscale-study.yaml" else "batchscale-experiment.yaml"
+    compile_experiment_pipeline(experiment, output, store_root=pipeline_store_arg(args),
+                                preset=args.preset, images=images)
+    print(f"wrote {output} (experiment {experiment.name}: {len(experiment.studies)} studies, "
+          f"parallelism {experiment.parallelism}, preset {args.preset})")
+    if not (args.pipeline_store or experiment.store.startswith("gs://")):
+        print("note: the default store is a local folder; pass --pipeline-store gs://BUCKET/PREFIX "
+              "or set store_root when starting the run on a cluster", file=sys.stderr)
+    return 0
+
+
+def report_experiment_folder(location: str, width: int | None = None) -> int:
+    """``batchscale report <store>/<experiment>``: each study's report, then the comparison,
+    rebuilt from the store (the experiment's record names what it is)."""
+    from batchscale.analysis.report import report_study
+    from batchscale.store.experiment_record import read_experiment_record
+    from batchscale.validation.experiment_spec import parse_experiment
+
+    raw, why = read_experiment_record(location)
+    if raw is None:
+        raise SpecError(f"report: {location}/experiment.json {why}")
+    root, _, name = location.rstrip("/").rpartition("/")
+    experiment = parse_experiment({**raw, "experiment": name}, root or ".")  # a moved folder too
+    for spec in experiment.specs:
+        report_study(f"{spec.store.rstrip('/')}/{spec.name}")
+    return print_experiment(experiment, None, width)
