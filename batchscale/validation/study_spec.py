@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from batchscale.core import protocols
+from batchscale.core.experiment import TRAIN_SIZE_OPTION
 from batchscale.core.goals import GOAL_SYNTAX, check_goal, parse_goal
 from batchscale.core.names import SCHEDULES, is_model_function
 from batchscale.core.spec import (
@@ -34,8 +35,9 @@ from batchscale.core.spec import as_number as _number
 from batchscale.core.spec import fail_field as _fail
 from batchscale.store.storage_api import check_root
 from batchscale.validation.parameters import check_parameters, parse_fixed, parse_space
-from batchscale.validation.workload_spec import DEFAULTABLE, parse_workload, with_defaults
+from batchscale.validation.workload_spec import DEFAULTABLE, check_subsets, parse_workload, with_defaults
 from batchscale.workloads.dataset_registry import dataset_for
+from batchscale.workloads.subsets import train_examples
 
 _TOP_KEYS = {f.name for f in fields(StudySpec)}
 _REQUIRED = ("name", "store", "workload")
@@ -61,9 +63,12 @@ def parse_spec(raw: dict) -> StudySpec:
     seed = as_integer_in("seed", raw.get("seed", 0), 0, MAX_SEED)
     workload = parse_workload(raw["workload"], seed)
     dataset = dataset_for(workload)
+    if workload.data is not None:  # the user's files: their facts are known only now
+        check_subsets(workload.options, dataset)
+    train = train_examples(dataset, workload.options)  # train_size, or the training split
     _refuse_nulls(raw)
     raw = with_defaults(raw, workload, dataset)
-    batch_sizes = _parse_batch_sizes(raw["batch_sizes"], dataset)
+    batch_sizes = _parse_batch_sizes(raw["batch_sizes"], dataset, train)
     trials = as_integer_in("trials_per_batch_size", raw.get("trials_per_batch_size", 1), 1,
                            MAX_TRIALS_PER_BATCH_SIZE)
     schedule = raw.get("schedule", "constant")
@@ -75,7 +80,7 @@ def parse_spec(raw: dict) -> StudySpec:
     check_parameters(workload.optimizer, schedule, space, fixed)
     goals = _parse_goals(raw["goals"], dataset)
     max_steps = _parse_max_steps(raw["max_steps"], batch_sizes)
-    evaluation = _parse_evaluation(raw.get("evaluation"), dataset)
+    evaluation = _parse_evaluation(raw.get("evaluation"), train)
     backend = raw.get("backend", "jax")
     if backend not in BACKENDS:
         _fail("backend", f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
@@ -135,20 +140,21 @@ def _refuse_nulls(raw: dict) -> None:
                   "out to use the workload's default")
 
 
-def _parse_batch_sizes(raw, dataset) -> tuple[int, ...]:
-    """Distinct batch sizes, each from 1 to the training split, in increasing order."""
+def _parse_batch_sizes(raw, dataset, limit: int) -> tuple[int, ...]:
+    """Distinct batch sizes, each from 1 to the ``limit`` training examples (the training
+    split, or the workload's ``train_size``), in increasing order."""
     if not isinstance(raw, (list, tuple)) or not raw:
         one = (f"; write [{raw}] for one batch size" if isinstance(raw, (int, float))
                and not isinstance(raw, bool) else "")
         _fail("batch_sizes", f"must be a non-empty list of positive integers, got {raw!r}{one}")
     sizes = [_number("batch_sizes", b, integer=True) for b in raw]
-    limit = dataset.split_sizes["train"]
+    subset = "" if limit == dataset.split_sizes["train"] else " (workload.options.train_size)"
     for b in sizes:
         if b < 1:
             _fail("batch_sizes", f"{b} is not positive; batch sizes must be >= 1")
         if b > limit:
-            _fail("batch_sizes", f"{b} exceeds the {limit} training examples of {dataset.name}; "
-                  f"allowed: 1..{limit}")
+            _fail("batch_sizes", f"{b} exceeds the {limit} training examples of {dataset.name}"
+                  f"{subset}; allowed: 1..{limit}")
     if len(set(sizes)) != len(sizes):
         _fail("batch_sizes", "lists a batch size twice")
     return tuple(sorted(sizes))
@@ -217,6 +223,26 @@ def with_batch_sizes(raw: dict, batch_sizes: list[int]) -> dict:
     return new
 
 
+def with_train_size(raw: dict, size: int) -> dict:
+    """A raw spec trained on ``size`` examples (``workload.options.train_size``; a data
+    experiment's study, derived from a base that trains on the whole split): batch sizes
+    over ``size`` are left out (and their ``max_steps`` entries), and an
+    ``evaluation.train_examples`` over ``size`` becomes ``size``. When every batch size is
+    over ``size`` they stay, so ``parse_spec`` names the first. Not parsed yet."""
+    workload = dict(raw.get("workload") or {})
+    workload["options"] = {**(workload.get("options") or {}), TRAIN_SIZE_OPTION: size}
+    new = {**raw, "workload": workload}
+    sizes = raw.get("batch_sizes")
+    if isinstance(sizes, (list, tuple)):
+        kept = [b for b in sizes if isinstance(b, (int, float)) and b <= size]
+        if kept and len(kept) < len(sizes):
+            new = with_batch_sizes(new, kept)
+    evaluation = raw.get("evaluation")
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("train_examples"), (int, float)):
+        new["evaluation"] = {**evaluation, "train_examples": min(evaluation["train_examples"], size)}
+    return new
+
+
 def read_max_steps_map(raw: dict) -> dict[int, int]:
     """``max_steps`` as a map, batch size -> step budget, each checked. Keys may be ints,
     integral floats or digit strings (JSON and a protobuf Struct make every key a string)."""
@@ -239,8 +265,9 @@ def _batch_size_key(key) -> int:
           "integers) and values their step budgets, or give one integer for all")
 
 
-def _parse_evaluation(raw, dataset) -> Evaluation:
-    """When trials are evaluated: the grid's resolution, the training subset, divergence."""
+def _parse_evaluation(raw, train: int) -> Evaluation:
+    """When trials are evaluated: the grid's resolution, the training subset (of the
+    ``train`` examples trained on), divergence."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -249,14 +276,14 @@ def _parse_evaluation(raw, dataset) -> Evaluation:
     if extra:
         _fail(f"evaluation.{extra[0]}", f"unknown key; allowed: {', '.join(_EVALUATION_KEYS)}")
     if "train_examples" not in raw:  # the default subset, or the whole of a smaller split
-        raw = {**raw, "train_examples": min(Evaluation.train_examples, dataset.split_sizes["train"])}
+        raw = {**raw, "train_examples": min(Evaluation.train_examples, train)}
     ev = Evaluation(**raw)
     resolution = _number("evaluation.resolution", ev.resolution)
     if not 0 < resolution <= 0.5:
         _fail("evaluation.resolution", f"{resolution} must be in (0, 0.5]")
     n = _number("evaluation.train_examples", ev.train_examples, integer=True)
-    if not 0 <= n <= dataset.split_sizes["train"]:
-        _fail("evaluation.train_examples", f"{n}; allowed: 0..{dataset.split_sizes['train']}")
+    if not 0 <= n <= train:
+        _fail("evaluation.train_examples", f"{n}; allowed: 0..{train} (the training examples)")
     factor = _number("evaluation.divergence_factor", ev.divergence_factor)
     if factor <= 1:
         _fail("evaluation.divergence_factor", f"{factor} must be > 1")

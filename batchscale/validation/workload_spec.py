@@ -23,6 +23,7 @@ from batchscale.workloads import check_model_name, get_dataset
 from batchscale.workloads.defaults import USER_OPTIMIZER, user_workload_defaults, workload_defaults
 from batchscale.workloads.models.user_model import absolute_reference, check_model_reference
 from batchscale.workloads.optimizer_spaces import optimizer_fixed, optimizer_space
+from batchscale.workloads.subsets import CLASSES_OPTION, SUBSET_OPTIONS, TRAIN_SIZE_OPTION, train_examples
 
 # Fields a workload's defaults can fill in.
 DEFAULTABLE = ("batch_sizes", "trials_per_batch_size", "schedule", "search_space", "fixed", "goals",
@@ -94,20 +95,48 @@ def parse_workload(raw, seed: int = 0) -> Workload:
         _fail("workload.precision", f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
     options = raw.get("options")
     options = {} if options is None else options
-    accepted = {} if files else dataset.options
+    accepted = [*({} if files else dataset.options)]
+    if files or dataset.storage == "arrays":  # held in memory: subsets can be taken
+        accepted += [TRAIN_SIZE_OPTION] + [CLASSES_OPTION] * (task == "classification")
     if not isinstance(options, dict):
         _fail("workload.options", f"must map option names to integers; {dataset_name} accepts "
               f"{', '.join(accepted) or 'none'}")
     for key, value in options.items():
         if key not in accepted:
-            _fail(f"workload.options.{key}", f"unknown option for {dataset_name}; allowed: "
+            why = _why_not(key, files or dataset, task)
+            _fail(f"workload.options.{key}", f"unknown option for {dataset_name}{why}; allowed: "
                   f"{', '.join(sorted(accepted)) or 'none'}")
         if as_number(f"workload.options.{key}", value, integer=True) < 1:
             _fail(f"workload.options.{key}", f"{value} must be a positive integer")
     options = {k: int(v) for k, v in sorted(options.items())}
+    if not files:
+        check_subsets(options, dataset)
     # task is kept only for files: a registry data set has its own (and its dict stays as before)
     return Workload(dataset_name, model, optimizer, precision, options,
                     task if files else "", files)
+
+
+def _why_not(key: str, source, task: str) -> str:
+    """Why a subset option is not taken here (empty for any other option)."""
+    if key not in SUBSET_OPTIONS:
+        return ""
+    if getattr(source, "storage", "arrays") != "arrays":
+        return " (it is streamed from shards; train_size and classes need an in-memory data set)"
+    return f" (classes needs a classification data set; this one is {task.replace('_', ' ')})"
+
+
+def check_subsets(options: dict, dataset) -> None:
+    """``train_size`` and ``classes`` against the data set's facts (``dataset``: its
+    ``DatasetInfo``, the registry's or that of the user's files): classes 2..num_classes,
+    train_size 1..the training split. One line naming the option otherwise."""
+    classes = options.get(CLASSES_OPTION)
+    if classes is not None and not 2 <= classes <= dataset.num_classes:
+        _fail(f"workload.options.{CLASSES_OPTION}", f"{classes}; allowed: 2..{dataset.num_classes} "
+              f"(the first K of the {dataset.num_classes} classes of {dataset.name})")
+    size, split = options.get(TRAIN_SIZE_OPTION), dataset.split_sizes["train"]
+    if size is not None and size > split:
+        _fail(f"workload.options.{TRAIN_SIZE_OPTION}", f"{size} exceeds the {split} training "
+              f"examples of {dataset.name}; allowed: 1..{split}")
 
 
 def absolute_paths(workload: Workload, directory: str | None = None) -> Workload:
@@ -142,7 +171,7 @@ def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
     missing = [key for key in DEFAULTABLE if raw.get(key) is None]  # absent; [] is an error
     if not missing:
         return raw
-    train = dataset.split_sizes["train"]
+    train = train_examples(dataset, workload.options)
     if defaults is None and (workload.data is not None or is_model_function(workload.model)):
         if "goals" in missing:
             _user_goal_required(dataset.task)
@@ -156,9 +185,9 @@ def with_defaults(raw: dict, workload: Workload, dataset) -> dict:
     filled = dict(raw)
     sizes = raw.get("batch_sizes")
     if not isinstance(sizes, (list, tuple)):  # absent, or not a list (parse_spec refuses that)
-        sizes = list(defaults.batch_sizes)
-    values = {
-        "batch_sizes": list(defaults.batch_sizes),
+        sizes = [b for b in defaults.batch_sizes if b <= train] or [train]
+    values = {  # batch sizes past a train_size's examples are left out (none: N itself)
+        "batch_sizes": [b for b in defaults.batch_sizes if b <= train] or [train],
         "trials_per_batch_size": defaults.trials,
         "schedule": defaults.schedule,
         "search_space": optimizer_space(defaults.search_space, defaults.optimizer,

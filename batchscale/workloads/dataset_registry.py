@@ -64,14 +64,18 @@ def open_pipeline(store, info: DatasetInfo, options: dict | None = None):
 
     ``store`` is a StudyStore holding ``datasets/<name>/info.json``. A data set with its
     own ``pipeline`` class gets ``(store, info, stored_info, options)``; any other is
-    held in memory as an ``ArrayPipeline``.
+    held in memory as an ``ArrayPipeline``. The options ``train_size`` and ``classes``
+    take a subset of the prepared splits here (``subsets.read_subset``; array pipelines
+    only: a shard-streamed data set refuses them in one line).
     """
 
     from batchscale.workloads.inputs import ArrayPipeline
+    from batchscale.workloads.subsets import read_subset, refuse_streamed
 
+    refuse_streamed(info, options)
     stored = store.read_dataset_info(info.name)
     options = {**info.options, **(options or {})}
     if info.pipeline:
         return info.function(info.pipeline)(store, info, stored, options)
-    return ArrayPipeline(ArrayPipeline.read_splits(store, info.name),
-                         stored.get("num_classes", info.num_classes), info.pixel_max, info.task)
+    splits, num_classes = read_subset(store, info, stored, options)
+    return ArrayPipeline(splits, num_classes, info.pixel_max, info.task)

@@ -30,8 +30,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from batchscale.core.names import DATA_SPLITS
 from batchscale.workloads.data_order import EpochPermutations
+from batchscale.workloads.subsets import read_subset
 
 CPUS_ENV = "BATCHSCALE_CPUS"  # set on cluster pods from the placement preset's CPU request
 
@@ -75,8 +75,8 @@ class ArrayPipeline(InputPipeline):
 
     Targets are as stored: int64 class indices, float32 regression targets or multi-hot
     rows (``task``). A data set with other preprocessing subclasses this and overrides
-    ``scale`` (CIFAR-10 standardises each image); ``read_splits`` gives such a subclass
-    its arrays.
+    ``scale`` (CIFAR-10 standardises each image); ``subsets.read_subset`` gives such a
+    subclass its arrays, with the workload's ``train_size`` and ``classes`` applied.
     """
 
     in_memory = True
@@ -90,11 +90,6 @@ class ArrayPipeline(InputPipeline):
         self.num_outputs = int(num_classes)
         self.num_train_examples = len(self.splits["train"][0])
         self._scaled: dict[str, np.ndarray] = {}
-
-    @staticmethod
-    def read_splits(store, name: str) -> dict:
-        """Every split of a prepared "arrays" data set, as stored (uint8 images, labels)."""
-        return {split: store.read_split(name, split) for split in DATA_SPLITS}
 
     def scale(self, images: np.ndarray) -> np.ndarray:
         """Model inputs from stored inputs: float32, divided by ``pixel_max`` unless it is 1."""
@@ -134,8 +129,7 @@ class TokenArrays(ArrayPipeline):
     in_memory = False
 
     def __init__(self, store, info, stored: dict, options: dict):
-        super().__init__(self.read_splits(store, info.name),
-                         stored.get("num_classes", info.num_classes), 1.0, "language_model")
+        super().__init__(*read_subset(store, info, stored, options), 1.0, "language_model")
 
     def scale(self, images: np.ndarray) -> np.ndarray:
         return images.astype(np.int32)

@@ -16,6 +16,7 @@ import numpy as np
 from batchscale.core.names import DATA_SPLITS
 from batchscale.workloads.dataset_record import DatasetInfo
 from batchscale.workloads.inputs import ArrayPipeline
+from batchscale.workloads.subsets import read_subset
 
 
 def _shuffled_split(images, labels, sizes, seed=0):
@@ -117,11 +118,11 @@ def per_image_standardization(images: np.ndarray, chunk: int = 4096) -> np.ndarr
 
 
 class StandardizedImages(ArrayPipeline):
-    """CIFAR-10's pipeline: the splits in memory, each image standardised on its own."""
+    """CIFAR-10's pipeline: the splits in memory (the subset ``options`` ask for,
+    ``subsets.read_subset``), each image standardised on its own."""
 
     def __init__(self, store, info: DatasetInfo, stored: dict, options: dict):
-        super().__init__(self.read_splits(store, info.name),
-                         stored.get("num_classes", info.num_classes), info.pixel_max)
+        super().__init__(*read_subset(store, info, stored, options), info.pixel_max)
 
     def scale(self, images: np.ndarray) -> np.ndarray:
         return per_image_standardization(images)
