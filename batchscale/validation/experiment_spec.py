@@ -31,11 +31,11 @@ from batchscale.core.experiment import (
     AXES,
     CLASSES_OPTION,
     DEFAULT_ROBUSTNESS_K,
-    TRAIN_SIZE_OPTION,
     Axis,
     ExperimentSpec,
     ExperimentStudy,
 )
+from batchscale.core.names import OPTIMIZER_PARAMETERS
 from batchscale.core.spec import (
     MAX_PARALLELISM,
     RESERVED_NAMES,
@@ -45,7 +45,7 @@ from batchscale.core.spec import (
     as_integer_in,
 )
 from batchscale.core.spec import fail_field as _fail
-from batchscale.validation.study_spec import parse_spec
+from batchscale.validation.study_spec import parse_spec, with_train_size
 from batchscale.workloads.optimizer_spaces import optimizer_fixed, optimizer_space
 
 _KEYS = ("experiment", "store", "description", "base", "axis", "overrides", "normalize_at",
@@ -190,13 +190,15 @@ def _with_value(resolved: dict, base: StudySpec, axis: Axis, value) -> dict:
     workload = raw["workload"]
     if axis.kind == "optimizer":
         workload["optimizer"] = value
+        if value not in OPTIMIZER_PARAMETERS:  # parse_spec names what is allowed
+            return raw
         raw["search_space"] = optimizer_space(raw["search_space"], base.workload.optimizer, value,
                                               base.trials_per_batch_size)
         raw["fixed"] = optimizer_fixed(raw.get("fixed") or {}, value)
     elif axis.kind == "model":
         workload["model"] = value
-    elif axis.kind == "data_size":
-        workload["options"] = {**workload.get("options", {}), TRAIN_SIZE_OPTION: value}
+    elif axis.kind == "data_size":  # batch sizes and the training subset past it dropped
+        raw = with_train_size(raw, value)
     elif axis.kind == "classes":
         workload["options"] = {**workload.get("options", {}), CLASSES_OPTION: value}
     elif axis.kind == "fixed":

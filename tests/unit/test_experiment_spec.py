@@ -38,7 +38,8 @@ def test_other_axes():
     assert fixed.study("label_smoothing_0.1").fixed["label_smoothing"] == 0.1
     models = parse_experiment(raw(axis={"model": ["fc_64_64", "fc_128_128_128"]}))
     assert [s.workload.model for s in models.specs] == ["fc_64_64", "fc_128_128_128"]
-    goals = parse_experiment(raw(axis={"goal": ["classification_error<0.1", "val/classification_error<0.08"]}))
+    ladder = ["classification_error<0.1", "val/classification_error<0.08"]
+    goals = parse_experiment(raw(axis={"goal": ladder}))
     assert len(goals.studies) == 1 and [g.value for g in goals.specs[0].goals] == [0.1, 0.08]
     override = parse_experiment(raw(overrides={"sgd": {"trials_per_batch_size": 3,
                                                        "workload": {"precision": "float32"}}}))
@@ -51,7 +52,8 @@ def test_other_axes():
     ({"axis": {"optimizer": ["sgd"]}}, "axis.optimizer: must be a list of at least two values"),
     ({"axis": {"speed": [1, 2]}}, "axis: unknown kind 'speed'; allowed: optimizer, model"),
     ({"axis": {"optimizer": ["sgd", "sgd"]}}, "lists a value twice"),
-    ({"axis": {"optimizer": ["sgd", "adagrad"]}}, "axis: optimizer 'adagrad' (study adagrad): workload.optimizer"),
+    ({"axis": {"optimizer": ["sgd", "adagrad"]}},
+     "axis: optimizer 'adagrad' (study adagrad): workload.optimizer"),
     ({"axis": {"fixed": {"label_smoothing": [0.0, 2.0]}}}, "axis: fixed label_smoothing 2.0"),
     ({"axis": {"classes": [1, 2]}}, "axis.classes: 1 is out of range"),
     ({"normalize_at": 3}, "normalize_at: batch size 3 is not measured by every study"),
