@@ -1,0 +1,53 @@
+"""The compiled experiment pipeline: one run for every study (prepare once, each round one
+ParallelFor over every study's packs, the comparison as the exit task), its parameter a
+plain experiment spec with integers intact, and fewer tasks than the studies compiled
+one by one."""
+
+import yaml
+
+from batchscale.cli.main import main
+from batchscale.validation.experiment_spec import parse_experiment
+from batchscale.validation.spec_files import load_spec_dict
+
+
+def _tasks(doc):
+    root = doc["root"]["dag"]["tasks"]
+    [handler] = [n for n in root if n.startswith("exit-handler")]
+    return root, doc["components"][f"comp-{handler}"]["dag"]["tasks"]
+
+
+def test_figure4_paper_compiles_to_one_pipeline_with_one_pool_per_round(tmp_path):
+    out = tmp_path / "experiment.yaml"
+    assert main(["compile", "figure4_paper", "--output", str(out), "--preset", "nvidia-l4",
+                 "--pipeline-store", "gs://my-bucket/x"]) == 0
+    doc = next(yaml.safe_load_all(out.read_text()))
+    root, inner = _tasks(doc)
+    assert "compare-experiment" in root  # the fan-in outside the handler: runs after failures
+    assert root["compare-experiment"]["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    experiment = parse_experiment(load_spec_dict("figure4_paper"))
+    rounds = [t for t in inner.values() if t["taskInfo"]["name"].startswith("round-")]
+    assert len(rounds) == experiment.max_rounds == 3
+    assert sum(t["taskInfo"]["name"] == "prepare-data" for t in inner.values()) == 1
+    # each round: plan-experiment-round, then one loop over every study's packs
+    body = doc["components"][rounds[0]["componentRef"]["name"]]["dag"]["tasks"]
+    [loop] = [t for n, t in body.items() if n.startswith("for-loop")]
+    assert loop["iteratorPolicy"]["parallelismLimit"] == experiment.parallelism == 16
+    plan = next(t for n, t in body.items() if n.startswith("plan-experiment-round"))
+    sizes = plan["inputs"]["parameters"]["pack_sizes"]["runtimeValue"]["constant"]
+    assert set(sizes) == {"sgd", "momentum", "nesterov_momentum"}
+    default = doc["root"]["inputDefinitions"]["parameters"]["experiment_spec"]["defaultValue"]
+    assert default == experiment.to_dict()  # integers intact, the spec as written
+    assert parse_experiment(default).specs == experiment.specs
+    text = out.read_text()
+    assert "gs://my-bucket/x" in text and "batchscale-experiment-nvidia-l4" in text
+
+
+def test_a_study_may_not_take_an_experiments_folder(tmp_path, capsys):
+    folder = tmp_path / "store" / "fig"
+    folder.mkdir(parents=True)
+    (folder / "experiment.json").write_text("{}")
+    code = main(["run", "--local", "--name", "fig", "--store", str(tmp_path / "store"),
+                 "--trials", "1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "is an experiment's folder (it holds experiment.json)" in err and not (folder / "study_spec.json").exists()
