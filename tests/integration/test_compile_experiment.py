@@ -50,4 +50,5 @@ def test_a_study_may_not_take_an_experiments_folder(tmp_path, capsys):
                  "--trials", "1"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "is an experiment's folder (it holds experiment.json)" in err and not (folder / "study_spec.json").exists()
+    assert "is an experiment's folder (it holds experiment.json)" in err
+    assert not (folder / "study_spec.json").exists()
