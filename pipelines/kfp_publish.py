@@ -1,4 +1,6 @@
 """Upload a study's pipeline to Kubeflow Pipelines and start runs of it, idempotently.
+An experiment (``core.experiment``) goes the same way as its own pipeline,
+``batchscale-experiment-<preset>``: one run for all its studies.
 
 One KFP pipeline per placement preset, ``batchscale-study-<preset>``: the preset fixes the
 trainer's image, accelerator, node selectors and tolerations together, which no single
@@ -22,6 +24,7 @@ import os
 import tempfile
 import time
 
+from batchscale.core.experiment import ExperimentSpec
 from batchscale.core.spec import SpecError, StudySpec
 from batchscale.core.workload_card import workload_line
 from batchscale.pipelines.gke_settings import KSA_NAME
@@ -30,16 +33,34 @@ DESCRIPTION = ("batchscale: steps to a goal validation error against batch size 
                "2019); one pipeline per trainer placement preset, versions named <study>-<hash>.")
 
 
-def compile_yaml(spec: StudySpec, preset: str, images: dict | None, store_root: str, path: str) -> str:
-    """Compile the study's pipeline for ``preset`` to ``path``; returns the YAML text."""
+def compile_yaml(spec: StudySpec | ExperimentSpec, preset: str, images: dict | None, store_root: str,
+                 path: str) -> str:
+    """Compile the study's (or the experiment's) pipeline for ``preset`` to ``path``;
+    returns the YAML text."""
+    from batchscale.pipelines.experiment import compile_experiment_pipeline
     from batchscale.pipelines.study import compile_pipeline
 
-    compile_pipeline(spec, path, store_root=store_root, preset=preset, images=images)
+    compile = compile_experiment_pipeline if isinstance(spec, ExperimentSpec) else compile_pipeline
+    compile(spec, path, store_root=store_root, preset=preset, images=images)
     with open(path) as fh:
         return fh.read()
 
 
-def version_name(spec: StudySpec, yaml_text: str) -> str:
+def _published_as(spec: StudySpec | ExperimentSpec, preset: str) -> tuple[str, str, str]:
+    """(pipeline name, run parameter, version description) of a study or an experiment:
+    an experiment is its own pipeline (``pipelines.experiment``), one run for all its studies."""
+    from batchscale.pipelines.experiment import PARAMETER, experiment_pipeline_name
+    from batchscale.pipelines.study import pipeline_name
+
+    if isinstance(spec, ExperimentSpec):
+        return (experiment_pipeline_name(preset), PARAMETER,
+                f"experiment {spec.name}, preset {preset}: {spec.axis.label} over "
+                f"{', '.join(s.label for s in spec.studies)}")
+    return (pipeline_name(preset), "study_spec",
+            f"study {spec.name}, preset {preset}: {workload_line(spec.workload)}")
+
+
+def version_name(spec: StudySpec | ExperimentSpec, yaml_text: str) -> str:
     return f"{spec.name}-{hashlib.sha256(yaml_text.encode()).hexdigest()[:12]}"
 
 
@@ -101,14 +122,13 @@ def find_version(client, pipeline_id: str, pipeline: str, wanted: str, yaml_text
     return None
 
 
-def upload(client, spec: StudySpec, preset: str, images: dict | None = None, store_root: str = "") -> dict:
+def upload(client, spec: StudySpec | ExperimentSpec, preset: str, images: dict | None = None,
+           store_root: str = "") -> dict:
     """Make sure KFP holds this compiled pipeline; returns its ids and whether anything was created.
 
     ``store_root`` becomes the default of the pipeline's store_root parameter.
     """
-    from batchscale.pipelines.study import pipeline_name
-
-    name = pipeline_name(preset)
+    name, _, description = _published_as(spec, preset)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, f"{name}.yaml")
         text = compile_yaml(spec, preset, images, store_root, path)
@@ -124,15 +144,14 @@ def upload(client, spec: StudySpec, preset: str, images: dict | None = None, sto
         if version is None:
             version = _quietly(client.upload_pipeline_version, path, pipeline_version_name=wanted,
                                pipeline_id=pipeline_id,
-                               description=f"study {spec.name}, preset {preset}: "
-                                           f"{workload_line(spec.workload)}")
+                               description=description)
             created = True
     return {"pipeline_id": pipeline_id, "version_id": version.pipeline_version_id,
             "pipeline_name": name, "version_name": version.display_name or version.name,
             "created": created, "pipeline_created": pipeline_created}
 
 
-def require_gs_store(spec: StudySpec) -> None:
+def require_gs_store(spec: StudySpec | ExperimentSpec) -> None:
     """A cluster run writes to a bucket: refuse a local store before anything is sent."""
     if not spec.store.startswith("gs://"):
         raise SpecError(f"store: a cluster run needs a gs://bucket/prefix store, not {spec.store!r}; "
@@ -153,7 +172,8 @@ def run_url(ui_base: str, run_id: str) -> str:
     return f"{ui_base.rstrip('/')}/#/runs/details/{run_id}"
 
 
-def submit(client, spec: StudySpec, preset: str, images: dict | None = None, experiment: str | None = None,
+def submit(client, spec: StudySpec | ExperimentSpec, preset: str, images: dict | None = None,
+           experiment: str | None = None,
            pipeline_root: str | None = None, service_account: str = KSA_NAME,
            run_name: str | None = None, ui_base: str = "") -> dict:
     """Upload (idempotently) and start a run of the study in its experiment; returns the ids and URL."""
@@ -166,7 +186,7 @@ def submit(client, spec: StudySpec, preset: str, images: dict | None = None, exp
     run = _quietly(
         client.run_pipeline, experiment_id, job_name=run_name,
         pipeline_id=published["pipeline_id"], version_id=published["version_id"],
-        params={"study_spec": spec.to_dict(), "store_root": spec.store},
+        params={_published_as(spec, preset)[1]: spec.to_dict(), "store_root": spec.store},
         pipeline_root=pipeline_root, service_account=service_account or None)
     return {**published, "run_id": run.run_id, "run_name": run_name, "experiment_id": experiment_id,
             "experiment": experiment, "experiment_created": experiment_created,

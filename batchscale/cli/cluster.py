@@ -6,6 +6,9 @@
   batchscale submit [SPEC] --store gs://BUCKET/PREFIX --preset P <connection>
       upload as above, then start a run in the study's experiment; prints the run's URL
 
+SPEC may be an experiment (``core.experiment``): its own pipeline,
+batchscale-experiment-<P>, one run for all its studies.
+
 Connection: --host URL or --port-forward, with --token-file or --iap-client-id where the
 cluster needs them (see batchscale.pipelines.kfp_connect). Thin: the work is in kfp_publish.
 What no pod could reach of the user's workload (a model named by its file, local data, a
@@ -19,7 +22,7 @@ import argparse
 from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
-    build_spec,
+    build_run_spec,
     images_arg,
     pipeline_store_arg,
 )
@@ -35,11 +38,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
     kfp_connect.add_connection_args(parser)
 
 
+def _checked(args: argparse.Namespace):
+    """The study or experiment (``build_run_spec``), each study checked for the cluster
+    before any connection is made."""
+    spec = build_run_spec(args)
+    for study in getattr(spec, "specs", (spec,)):
+        check_for_cluster(study, get_preset(args.preset).image, images_arg(args))
+    return spec
+
+
 def cmd_upload(args: argparse.Namespace) -> int:
-    spec = build_spec(args)
+    spec = _checked(args)
     store_root = pipeline_store_arg(args) or (spec.store if spec.store.startswith("gs://") else "")
     images = images_arg(args)
-    check_for_cluster(spec, get_preset(args.preset).image, images)  # before any connection
     with kfp_connect.connect(args) as (client, ui_base):
         out = kfp_publish.upload(client, spec, args.preset, images=images, store_root=store_root)
     what = ("created pipeline and version" if out["pipeline_created"]
@@ -51,10 +62,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    spec = build_spec(args)
+    spec = _checked(args)
     kfp_publish.require_gs_store(spec)  # before any connection is made
     images = images_arg(args)
-    check_for_cluster(spec, get_preset(args.preset).image, images)  # before any connection
     with kfp_connect.connect(args) as (client, ui_base):
         out = kfp_publish.submit(client, spec, args.preset, images=images, experiment=args.experiment,
                                  pipeline_root=args.pipeline_root, service_account=args.service_account,

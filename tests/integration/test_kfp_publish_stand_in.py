@@ -176,3 +176,21 @@ def test_unreachable_host_is_one_line(capsys, monkeypatch, tmp_path):
     assert code == 2 and "\n" not in err
     assert err.startswith(f"batchscale: error: cannot reach Kubeflow Pipelines at {host}")
     assert "--port-forward" in err
+
+
+def test_cli_submit_of_an_experiment_is_one_run_of_its_own_pipeline(server, capsys):
+    """An experiment is one Kubeflow run: pipeline batchscale-experiment-<preset>, its
+    parameter the experiment spec (every study re-derived from it), in its experiment."""
+    from batchscale.validation.experiment_spec import parse_experiment
+    from batchscale.validation.spec_files import load_spec_dict
+
+    code = cli(["submit", "figure4_paper", "--store", STORE, "--preset", PRESET, "--host", server.url])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    [run] = server.runs.values()
+    assert "pipeline batchscale-experiment-nvidia-l4" in out
+    sent = run["runtime_config"]["parameters"]
+    expected = parse_experiment(load_spec_dict("figure4_paper"), STORE)
+    assert parse_experiment(sent["experiment_spec"]).specs == expected.specs
+    assert sent["store_root"] == STORE
+    assert [e["display_name"] for e in server.experiments.values()] == ["figure4_paper"]
