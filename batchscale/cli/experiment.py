@@ -28,11 +28,33 @@ def absolute_experiment(experiment: ExperimentSpec, args) -> ExperimentSpec:
     from batchscale.cli.options import check_here
     from batchscale.validation.experiment_spec import parse_experiment
 
-    if not experiment.store.startswith("gs://"):
-        experiment = parse_experiment(experiment.raw, os.path.abspath(os.path.expanduser(experiment.store)))
+    raw = _absolute_base_paths(experiment)
+    store = experiment.store
+    if not store.startswith("gs://"):
+        store = os.path.abspath(os.path.expanduser(store))
+    experiment = parse_experiment(raw, store)
     for spec in experiment.specs:
         check_here(spec)
     return experiment
+
+
+def _absolute_base_paths(experiment: ExperimentSpec) -> dict:
+    """The raw experiment with its base's model file and local data files as absolute paths
+    (``workload_spec.absolute_paths``), as a study's run hands them on. The axis's own
+    values (a model axis of files) are left as written."""
+    from batchscale.validation.workload_spec import absolute_paths
+
+    raw = json.loads(json.dumps(experiment.raw))
+    workload = raw["base"].get("workload") if isinstance(raw.get("base"), dict) else None
+    if not isinstance(workload, dict):
+        return raw
+    first = experiment.specs[0].workload
+    absolute = absolute_paths(first)
+    if absolute.model != first.model and experiment.axis.kind != "model":
+        workload["model"] = absolute.model
+    if absolute.data is not None and isinstance(workload.get("dataset"), dict):
+        workload["dataset"] = {**workload["dataset"], "path": absolute.data.path}
+    return raw
 
 
 def check_experiment_store(experiment: ExperimentSpec) -> None:
