@@ -32,6 +32,7 @@ import re
 
 import pandas as pd
 
+from batchscale.analysis.figures.plots_robustness import robustness_figures
 from batchscale.analysis.figures.report_figures import report_figures, time_figures
 from batchscale.analysis.pages.report_summary import kfp_metrics, plain, summary_json
 from batchscale.analysis.pages.report_tables import TRIALS_FILE, trials_table
@@ -45,6 +46,7 @@ from batchscale.analysis.statistics.censoring_notes import approximate_fit_note,
 from batchscale.analysis.statistics.goal_steps import GOAL_STEPS_FILE, goal_steps_table
 from batchscale.analysis.statistics.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
 from batchscale.analysis.statistics.regimes import fit_regimes
+from batchscale.analysis.statistics.robustness import ROBUSTNESS_FILE, all_robustness
 from batchscale.analysis.statistics.search_rounds import (
     rounds_table,
     trial_cap_notes,
@@ -69,13 +71,14 @@ __all__ = ["REPORT_FILES", "Analysis", "analyse", "goal_folder", "kfp_metrics", 
 
 REPORT_FILES = ("report.html", "summary.md", "summary.json", "steps_to_result.csv",
                 "budgets.csv", "metaparameters.csv", "trial_counts.csv", GOAL_STEPS_FILE,
-                "time_to_result.csv", "step_times.csv", TRIALS_FILE)
+                "time_to_result.csv", "step_times.csv", TRIALS_FILE, ROBUSTNESS_FILE)
 
 
 def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: int = 1000,
-            seed: int = 0, price: float = 0.0) -> Analysis:
+            seed: int = 0, price: float = 0.0, robustness_k: int = 3) -> Analysis:
     """Every table, fit, warning and figure of the report (see ``Analysis``). ``price``
-    (> 0): USD per device-hour for cost to result, over the spec's and the price table's."""
+    (> 0): USD per device-hour for cost to result, over the spec's and the price table's;
+    ``robustness_k``: how many of the best trials the robustness section shows."""
     steps = all_steps_to_result(study)
     primary = study.goals[0]
     val = {g.label: steps[(steps["goal"] == g.label) & (steps["split"] == "val")] for g in study.goals}
@@ -108,6 +111,9 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                               step_time_profile(study.metadata, read_probes(study)),
                               fits[primary.label], spec_price(study), price, resamples, seed)
     figures.update(time_figures(time_cost, study.name))
+    robust = all_robustness(study, robustness_k)
+    figures.update(robustness_figures(robust[robust["goal"] == primary.label],
+                                      f"{study.name}: {primary.label}"))
     return Analysis(study=study, steps=steps, fits=fits, optimal=optimal, warnings=warnings,
                     counts=counts, budgets=budgets, trials=trials, notes=notes, figures=figures,
                     goal_steps=goal_steps_table(study), unfinished=_unfinished(study),
@@ -115,7 +121,8 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                     rounds=rounds_table(study, crossed[primary.label]),
                     round_notes=trial_cap_notes(study), cost=training_cost(study),
                     time_cost=time_cost, predicted_noise_scale=predicted_noise_scale(
-                        read_study_plan(study), fits[primary.label]))
+                        read_study_plan(study), fits[primary.label]),
+                    robustness=robust, robustness_k=robustness_k)
 
 
 def _unfinished(study: Study) -> list[UnfinishedTrial]:
@@ -215,6 +222,7 @@ def _write_files(analysis: Analysis, fs) -> dict:
     fs.write_text("trial_counts.csv", analysis.counts.to_csv(index=False))
     fs.write_text(GOAL_STEPS_FILE, analysis.goal_steps.to_csv(index=False))
     fs.write_text(TRIALS_FILE, trials_table(analysis).to_csv(index=False))
+    fs.write_text(ROBUSTNESS_FILE, analysis.robustness.to_csv(index=False))
     if analysis.time_cost is not None:
         fs.write_text("time_to_result.csv", analysis.time_cost.table.to_csv(index=False))
         fs.write_text("step_times.csv", analysis.time_cost.profile.table.to_csv(index=False))
@@ -232,15 +240,16 @@ def _write_files(analysis: Analysis, fs) -> dict:
 def report_study(location: str, out: str | None = None, goals=None, num_trials: int | None = None,
                  statuses: tuple[str, ...] = ("COMPLETE",), step_budgets=None, example_budgets=None,
                  resamples: int = 1000, seed: int = 0,
-                 price: float = 0.0) -> tuple[Analysis, dict]:
+                 price: float = 0.0, robustness_k: int = 3) -> tuple[Analysis, dict]:
     """Load the study at ``location``, analyse it and write its report; returns (analysis,
     written URLs). What ``batchscale report`` and the pipeline's aggregate step run;
     ``goals`` given, the report goes beside the study's own (``report_location``).
-    ``price`` (> 0): USD per device-hour for cost to result (0: the spec's, else the table's)."""
+    ``price`` (> 0): USD per device-hour for cost to result (0: the spec's, else the table's);
+    ``robustness_k``: the k-th best trials the robustness section shows (1 .. k)."""
     study = load_study(location, goals=goals, num_trials=num_trials, statuses=statuses)
     check_report_folder(out or report_location(study, bool(goals)), given=out is not None)
     analysis = analyse(study, step_budgets, example_budgets, resamples=resamples, seed=seed,
-                       price=price)
+                       price=price, robustness_k=robustness_k)
     return analysis, write_report(analysis, out, asked=bool(goals))
 
 

@@ -28,6 +28,7 @@ from batchscale.analysis.pages.report_sections import (
     unfinished_section,
 )
 from batchscale.analysis.pages.report_tables import budgets_section, trials_section
+from batchscale.analysis.pages.robustness_page import robustness_section
 from batchscale.analysis.pages.sections import Section, Table, render_console, render_html, render_markdown
 from batchscale.analysis.pages.time_pages import time_section
 from batchscale.analysis.statistics.study_analysis import Analysis
@@ -39,9 +40,9 @@ def report_sections(analysis: Analysis) -> list[Section]:
              early_stopping_section(analysis), regimes_section(analysis),
              search_space_section(analysis), time_section(analysis),
              pack_mode_section(analysis), figures_section(analysis),
-             *steps_sections(analysis), counts_section(analysis), rounds_section(analysis),
-             metaparameters_section(analysis), budgets_section(analysis), trials_section(analysis),
-             methods_section(analysis)]
+             *steps_sections(analysis), robustness_section(analysis), counts_section(analysis),
+             rounds_section(analysis), metaparameters_section(analysis), budgets_section(analysis),
+             trials_section(analysis), methods_section(analysis)]
     return [s for s in found if s is not None]
 
 

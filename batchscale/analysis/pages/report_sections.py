@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from batchscale.analysis.figures.plots_robustness import ROBUSTNESS_FIGURE
 from batchscale.analysis.figures.report_figures import TIME_FIGURES
 from batchscale.analysis.pages.protocol_pages import protocol_methods
 from batchscale.analysis.pages.sections import (
@@ -200,12 +201,12 @@ def search_space_section(analysis: Analysis) -> Section | None:
 
 def _figures(analysis: Analysis) -> Figures:
     return Figures([(name, image, caption) for name, (image, caption) in analysis.figures.items()
-                    if name not in TIME_FIGURES])
+                    if name not in (*TIME_FIGURES, ROBUSTNESS_FIGURE)])
 
 
 def figures_section(analysis: Analysis) -> Section:
-    """Every figure but time and cost's, embedded (report.html only; summary.md names them
-    at its end, ``methods_section``)."""
+    """Every figure but time and cost's and robustness' (in their own sections), embedded
+    (report.html only; summary.md names them at its end, ``methods_section``)."""
     return Section("figures", "Figures", [_figures(analysis)], media=(HTML,))
 
 

@@ -19,7 +19,8 @@ from batchscale.analysis.statistics.study_analysis import Analysis
 def summary_json(analysis: Analysis) -> dict:
     """The report's numbers as one JSON document (what summary.json holds); the keys on
     early stopping, rounds, training cost, time and the answer come last (older readers
-    see a prefix). ``location``: as the report names it (``locations.shown_location``)."""
+    see a prefix), then robustness (``statistics.robustness``). ``location``: as the report
+    names it (``locations.shown_location``)."""
     study = analysis.study
 
     def records(frame):
@@ -43,6 +44,7 @@ def summary_json(analysis: Analysis) -> dict:
         "time_and_cost": analysis.time_cost and analysis.time_cost.to_dict(),
         "predicted_noise_scale": analysis.predicted_noise_scale,
         "answer": analysis.answer.to_dict(),
+        "robustness_k": analysis.robustness_k, "robustness": records(analysis.robustness),
     }
 
 

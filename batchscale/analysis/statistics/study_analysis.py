@@ -47,6 +47,9 @@ class Analysis:
     result per batch size with the step-time profile and the fastest, cheapest and device
     limit (``time_to_result.TimeCost``, first goal, validation; None: not computed);
     ``predicted_noise_scale``: plan.json's B_simple beside the fitted B* (None: no plan).
+    ``robustness``: per goal (validation) and batch size, the k-th best trial's steps to
+    result for k = 1 .. ``robustness_k`` and the share of trials that reached the goal
+    (``robustness.all_robustness``; empty: not computed).
     """
 
     study: Study
@@ -68,6 +71,8 @@ class Analysis:
     cost: dict = field(default_factory=dict)
     time_cost: TimeCost | None = None
     predicted_noise_scale: dict | None = None
+    robustness: pd.DataFrame = field(default_factory=pd.DataFrame)
+    robustness_k: int = 3
 
     @property
     def damaged(self) -> list[Damage]:
