@@ -61,7 +61,8 @@ def wilson_interval(successes: int, n: int, z: float = WILSON_Z) -> tuple[float,
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)  # exact ends, not 1 - 1e-16
+    return low, 1.0 if successes >= n else min(1.0, centre + half)
 
 
 def robustness_table(study, goal: Goal, split: str = "val", k: int = 3) -> pd.DataFrame:
