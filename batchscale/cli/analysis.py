@@ -1,6 +1,7 @@
 """``batchscale report`` and ``batchscale compare``: read finished studies.
 
-  batchscale report STUDY [--goal G ...] [--trials N] [--statuses S] [--price USD] [--out DIR]
+  batchscale report STUDY [--goal G ...] [--trials N] [--statuses S] [--price USD]
+                    [--robustness-k K] [--out DIR]
       analyse one study and write its report (HTML, Markdown, CSV, JSON)
   batchscale compare STUDY [STUDY ...] [--goal G] [--split val|train] [--normalize-at B]
                      [--trials N] [--fit] [--out DIR]
@@ -84,6 +85,9 @@ def add_report_command(sub) -> None:
                      help="price per device-hour in USD for cost to result, > 0 (default: the "
                           "spec's price_per_device_hour, else the list price of the preset the "
                           "trials ran on)")
+    rep.add_argument("--robustness-k", type=int, default=3, metavar="K",
+                     help="the robustness section shows the best, 2nd best, ... K-th best "
+                          "trial's steps to result per batch size, 1 or more (default: 3)")
     rep.add_argument("--out", help="report folder, local or gs:// (default: the study's report/, "
                                    "or report/goal-<goals>/ with --goal)")
     add_wide_arg(rep)
@@ -118,6 +122,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.resamples < 0:
         raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
+    robustness_k = getattr(args, "robustness_k", 3)
+    if robustness_k < 1:
+        raise SpecError(f"--robustness-k: {robustness_k} must be 1 or more")
     price = parse_price(getattr(args, "price", None))
     check_goal_flags(args.goal)
     if _is_experiment(args.study):
@@ -129,7 +136,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             args.study, out=args.out, goals=args.goal, num_trials=args.trials,
             statuses=parse_statuses(args.statuses), step_budgets=args.step_budget,
             example_budgets=args.example_budget, resamples=args.resamples, seed=args.seed,
-            price=price)
+            price=price, robustness_k=robustness_k)
     except UnreadableStudy as err:
         return _unreadable(err)
     doc = summary_json(result)

@@ -69,7 +69,7 @@ def test_the_report_answers_first_links_its_sections_sorts_its_trials_and_names_
 
     assert [id for id, _tag in got["links"]] == got["sections"]  # every section, in order
     assert all(tag == "H2" for _id, tag in got["links"])
-    assert {"regimes", "figures", "budgets", "trials", "methods"} <= set(got["sections"])
+    assert {"regimes", "figures", "robustness", "budgets", "trials", "methods"} <= set(got["sections"])
 
     assert got["heads"][:3] == ["batch_size", "trial_id", "status"] and "weight_decay" in got["heads"]
     assert len(got["before"]) == 4 * len(qs.BATCH_SIZES)

@@ -96,7 +96,8 @@ def test_the_contents_link_every_section(written):
     anchors = [a.split('"')[0] for a in nav.split('href="#')[1:]]
     sections = [h.split('"')[0] for h in page.split('<h2 id="')[1:]]
     assert anchors == sections and len(set(anchors)) == len(anchors)
-    assert {"regimes", "time-and-cost", "figures", "budgets", "trials", "methods"} <= set(anchors)
+    assert {"regimes", "time-and-cost", "figures", "robustness", "budgets", "trials",
+            "methods"} <= set(anchors)
 
 
 def test_budgets_are_one_row_per_batch_size_and_budgets_csv_stays_long(written):

@@ -14,13 +14,14 @@ import pytest
 
 from batchscale.analysis.figures.plots_robustness import ROBUSTNESS_FIGURE, ordinal, robustness_plot
 from batchscale.analysis.reading.study_reader import load_study
-from batchscale.analysis.report import REPORT_FILES, report_study
+from batchscale.analysis.report import REPORT_FILES
 from batchscale.analysis.statistics.robustness import (
     robustness_columns,
     robustness_table,
     wilson_interval,
 )
 from batchscale.analysis.statistics.steps import steps_to_result
+from batchscale.cli.main import main
 from batchscale.core.goals import parse_goal
 from batchscale.store.filesystem import open_root
 from tests import paper_database as db
@@ -137,10 +138,14 @@ def test_the_figure_is_legible_and_marks_bounds(race):
         "best", "2nd best", "3rd best", "4th best", "11th best", "12th best", "21st best", "22nd best"]
 
 
-def test_the_report_has_the_section_its_figure_csv_and_summary(tmp_path):
-    analysis, written = report_study(qs.build(str(tmp_path / "store")), resamples=0,
-                                     robustness_k=4)
-    folder = open_root(written["folder"])
+def test_the_report_has_the_section_its_figure_csv_and_summary(tmp_path, capsys):
+    location = qs.build(str(tmp_path / "store"))
+    assert main(["report", location, "--robustness-k", "0", "--out", str(tmp_path / "no")]) == 2
+    assert "--robustness-k: 0 must be 1 or more" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+    assert main(["report", location, "--resamples", "0", "--robustness-k", "4",
+                 "--out", str(tmp_path / "report")]) == 0
+    folder = open_root(str(tmp_path / "report"))
     assert "robustness.csv" in REPORT_FILES
     csv = pd.read_csv(folder.url("robustness.csv"))
     assert list(csv.columns) == robustness_columns(4) and len(csv) == len(qs.BATCH_SIZES)
@@ -151,7 +156,7 @@ def test_the_report_has_the_section_its_figure_csv_and_summary(tmp_path):
     assert (at_8["steps_k1"], at_8["steps_k2"], at_8["steps_k3"]) == (770, 962, None)
     assert (at_8["censored_k2"], at_8["censored_k3"], at_8["share_censored"]) == (
         "upper bound", "stopped early", "lower bound")
-    html, markdown = written["pages"]["html"], written["pages"]["markdown"]
+    html, markdown = folder.read_text("report.html"), folder.read_text("summary.md")
     section = html[html.index('<h2 id="robustness"'):]
     section = section[:section.index("<h2", 4)]
     assert section.count("<img") == 1 and 'alt="robustness.svg"' in section
@@ -159,4 +164,4 @@ def test_the_report_has_the_section_its_figure_csv_and_summary(tmp_path):
     assert ">≥ 50% [15%, 95%]<" in section and ">≤ 962<" in section and ">stopped early<" in section
     assert "4th best" in section and "protocol race" in section
     assert "## Robustness" in markdown and "robustness.svg (embedded in report.html)" in markdown
-    assert analysis.figures[ROBUSTNESS_FIGURE][0] == folder.read_bytes("robustness.svg")
+    assert folder.read_bytes(ROBUSTNESS_FIGURE).startswith(b"<?xml")
