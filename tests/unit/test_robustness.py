@@ -132,6 +132,7 @@ def test_the_figure_is_legible_and_marks_bounds(race):
     assert 1000 <= width <= 1118
     assert too_small(svg) == [] and outside(svg) == [] and external_references(svg) == []
     assert b"upper bound: a trial stopped early" in svg and b"lower bound: trials stopped" in svg
+    assert b"3rd best trial: none at any batch size; unknown where trials stopped early" in svg
     empty = robustness_plot(table.iloc[0:0], "nothing")
     assert b"no batch size reached the goal" in empty and b"no trials" in empty
     assert [ordinal(k) for k in (1, 2, 3, 4, 11, 12, 21, 22)] == [

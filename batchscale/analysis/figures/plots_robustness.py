@@ -16,6 +16,7 @@ import pandas as pd
 from batchscale.analysis.figures.plot_base import (
     MAX_WIDTH_IN,
     drawing,
+    footnote,
     legend,
     log2_axes,
     log_axis,
@@ -65,11 +66,14 @@ def robustness_plot(table: pd.DataFrame | None, title: str) -> bytes:
         table = table.sort_values("batch_size", kind="stable").reset_index(drop=True)
     plt, fig, (steps_ax, share_ax) = panels(1, 2, MAX_WIDTH_IN - 0.5, 4.3)
     b = numbers(table, "batch_size")
-    drawn, hollow = 0, False
+    drawn, hollow, notes = 0, False, []
     for k in _ks(table):
         y = numbers(table, f"steps_k{k}")
         ok = np.isfinite(b) & (b > 0) & np.isfinite(y) & (y > 0)
         if not ok.any():
+            unknown = _bounded(table, f"censored_k{k}", "stopped early").any()
+            notes.append(f"{ordinal(k)} trial: none at any batch size" + (
+                "; unknown where trials stopped early" if unknown else ""))
             continue
         line, = steps_ax.plot(b[ok], y[ok], "o-", markersize=4, label=ordinal(k))
         cut = ok & _bounded(table, f"censored_k{k}", "upper bound")
@@ -85,7 +89,7 @@ def robustness_plot(table: pd.DataFrame | None, title: str) -> bytes:
     log2_axes(steps_ax, "batch size", "steps to result", f"{title}: k-th best trial")
     legend(steps_ax)
     _share_panel(share_ax, table, b, title)
-    return svg(plt, fig)
+    return svg(plt, fig, footnote(fig, notes))
 
 
 def _share_panel(ax, table: pd.DataFrame, b: np.ndarray, title: str) -> None:

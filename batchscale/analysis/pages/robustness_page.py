@@ -23,12 +23,12 @@ from batchscale.analysis.statistics.study_analysis import Analysis
 
 TITLE = "Robustness"
 EXPLAINED = (
-    "Steps to result is the best trial's. Beside it: the k-th best trial's first step beating "
-    "the goal at each batch size (the k-th smallest of the trials' first crossings; ties count "
-    "once each, — where fewer than k reached) and the share of trials, diverged ones included, "
-    "that beat the goal at all, with its Wilson 95% interval (shares over a few trials are "
-    "rough). A large gap between the best and the k-th best, or a small share, means the best "
-    "trial's step is a lucky one. Every column, also per complete trial: {file}.")
+    "Steps to result is the best trial's. Beside it, per batch size: the 2nd, 3rd, ... best "
+    "trial's first step beating the goal (ties count once each; — where fewer trials reached) "
+    "and the share of trials, diverged ones included, that beat the goal at all, with its "
+    "Wilson 95% interval (a share of a few trials is rough). A wide gap between the best and "
+    "the k-th best, or a small share, says the best trial was a lucky one. {file} has every "
+    "column, the share among complete trials too.")
 CENSORED = (
     "Early stopping ended some trials before they beat the goal ({protocol}): they might have "
     "beaten it later, so a share marked ≥ is a lower bound (its interval reaches up to every "
