@@ -22,7 +22,7 @@ def compare_experiment(experiment_spec: dict, store_root: str, report: Output[HT
     experiment = parse_experiment(experiment_spec, store_root)
     for spec in experiment.specs:
         StudyStore(spec.store).settle_budgets(spec, planned_trials(spec, StudyStore(spec.store)))
-        report_study(f"{spec.store.rstrip('/')}/{spec.name}")
+        report_study(f"{spec.store.rstrip('/')}/{spec.name}", robustness_k=experiment.robustness_k)
     comparison, written = report_experiment(experiment)
     with open(report.path, "w") as fh:
         fh.write(written["pages"]["html"])

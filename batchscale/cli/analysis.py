@@ -128,7 +128,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     price = parse_price(getattr(args, "price", None))
     check_goal_flags(args.goal)
     if _is_experiment(args.study):
-        from batchscale.cli.experiment import report_experiment_folder
+        from batchscale.cli.experiment_report import report_experiment_folder
 
         return report_experiment_folder(args.study, table_width(args))
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 
@@ -78,7 +77,9 @@ def check_experiment_store(experiment: ExperimentSpec) -> None:
 
 def run_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> int:
     """``batchscale run --local EXPERIMENT``: the pipeline through kfp.local, with progress."""
-    from batchscale.cli import study as cli_study
+    from batchscale.cli.experiment_report import print_experiment
+    from batchscale.cli.local_pipeline import polling_store, run_pipeline, run_with_signals
+    from batchscale.cli.options import table_width
     from batchscale.pipelines.progress import ExperimentTracker
     from batchscale.store.layout import StudyStore
 
@@ -96,49 +97,11 @@ def run_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> int:
           f"store {StudyStore(experiment.folder).url()}")
     print(f"kfp task logs: {log_path}")
     started = time.time()
-    cli_study._requested.clear()
-    previous = {signum: signal.signal(signum, cli_study._raise_terminated)
-                for signum in (signal.SIGTERM, signal.SIGHUP)}
-    stores = {s.label: cli_study._polling_store(s.spec) for s in experiment.studies}
-    try:
-        code = cli_study._run_pipeline(
-            experiment, StudyStore(experiment.folder), work, log_path, spec_path, started,
-            tracker=ExperimentTracker(experiment, stores),
-            finish=lambda elapsed: print_experiment(experiment, elapsed, cli_study_width(args)))
-        cli_study.raise_if_terminated()
-        return code
-    except cli_study.Terminated as stopped:
-        try:
-            print(f"batchscale: terminated ({signal.Signals(stopped.signum).name}): "
-                  f"{cli_study.RESUME_HINT}", file=sys.stderr, flush=True)
-        except (OSError, ValueError):
-            pass
-        return 128 + stopped.signum
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def cli_study_width(args) -> int | None:
-    from batchscale.cli.options import table_width
-
-    return table_width(args)
-
-
-def print_experiment(experiment: ExperimentSpec, elapsed: float | None = None,
-                     width: int | None = None) -> int:
-    """The comparison the pipeline's last step wrote (rebuilt from the store: the same
-    numbers), each study's report, the wall time."""
-    from batchscale.analysis.experiment import format_experiment, report_experiment
-
-    comparison, written = report_experiment(experiment)
-    print(format_experiment(comparison, width))
-    for location in experiment.locations():
-        print(f"study report: {location}/report/report.html")
-    if elapsed is not None:
-        print(f"wall time {elapsed:.0f}s")
-    print(f"comparison: {written['html']}")
-    return 0
+    stores = {s.label: polling_store(s.spec) for s in experiment.studies}
+    return run_with_signals(lambda: run_pipeline(
+        experiment, StudyStore(experiment.folder), work, log_path, spec_path, started,
+        tracker=ExperimentTracker(experiment, stores),
+        finish=lambda elapsed: print_experiment(experiment, elapsed, table_width(args))))
 
 
 def validate_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> int:
@@ -179,20 +142,3 @@ def compile_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> 
         print("note: the default store is a local folder; pass --pipeline-store gs://BUCKET/PREFIX "
               "or set store_root when starting the run on a cluster", file=sys.stderr)
     return 0
-
-
-def report_experiment_folder(location: str, width: int | None = None) -> int:
-    """``batchscale report <store>/<experiment>``: each study's report, then the comparison,
-    rebuilt from the store (the experiment's record names what it is)."""
-    from batchscale.analysis.report import report_study
-    from batchscale.store.experiment_record import read_experiment_record
-    from batchscale.validation.experiment_spec import parse_experiment
-
-    raw, why = read_experiment_record(location)
-    if raw is None:
-        raise SpecError(f"report: {location}/experiment.json {why}")
-    root, _, name = location.rstrip("/").rpartition("/")
-    experiment = parse_experiment({**raw, "experiment": name}, root or ".")  # a moved folder too
-    for spec in experiment.specs:
-        report_study(f"{spec.store.rstrip('/')}/{spec.name}")
-    return print_experiment(experiment, None, width)
