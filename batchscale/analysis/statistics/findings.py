@@ -264,7 +264,7 @@ def goal_ratio(a: Curve, b: Curve) -> Finding:
     spread = high / low
     verdict = (f"roughly constant (max/min {spread:.2f} ≤ {RATIO_SPREAD})" if spread <= RATIO_SPREAD
                else f"varies by a factor {spread:.2f} across batch sizes")
-    text = (f"steps to result for {b.name} are {number(low)}–{number(high)} times those for "
+    text = (f"steps to result for {b.name} are {low:.2f}–{high:.2f} times those for "
             f"{a.name} at batch sizes {_sizes(common)}: {verdict}")
     return Finding("goal", "goal_ratio", (a.name, b.name), text,
                    {"ratios": {str(k): v for k, v in ratios.items()}, "spread": spread},
