@@ -66,8 +66,9 @@ def compare_experiment(experiment: ExperimentSpec) -> ExperimentComparison:
 
 def report_experiment(experiment: ExperimentSpec) -> tuple[ExperimentComparison, dict]:
     """Compare the experiment and write ``<experiment folder>/comparison/``; returns the
-    comparison and ``written``: file name -> URL, ``folder``, and ``pages`` (``html``,
-    ``markdown``: the texts) and ``metrics`` (name -> number) for the Kubeflow UI."""
+    comparison and ``written``: file name -> URL (also as ``html``, ``markdown``, ``json``,
+    ``csv``), ``folder``, and ``pages`` (``html``, ``markdown``: the texts) and ``metrics``
+    (name -> number) for the Kubeflow UI."""
     result = compare_experiment(experiment)
     return result, write_experiment(result)
 
@@ -88,6 +89,9 @@ def write_experiment(result: ExperimentComparison) -> dict:
     for name, image in result.figures.items():
         fs.write_bytes(name, image)
         written[name] = fs.url(name)
+    for key, name in (("html", "comparison.html"), ("markdown", "comparison.md"),
+                      ("json", "comparison.json"), ("csv", "comparison.csv")):
+        written[key] = written[name]  # as a study's report names its pages
     written["folder"] = fs.url("")
     written["pages"] = {"html": html, "markdown": markdown}
     written["metrics"] = experiment_metrics(result)
