@@ -22,6 +22,8 @@ def b_star_by_data_size_plot(points, alpha: float, c: float, title: str, alpha_t
     """``points``: (D, B* value, low, high) per study, ends inf/0 or NaN where open;
     ``alpha``, ``c``: the fitted line B* = c·D^α (NaN: none drawn). Log–log axes; an open
     interval end is drawn as an arrow to the axis's edge."""
+    from matplotlib.ticker import NullFormatter
+
     plt, (fig, ax) = _figure()
     drawn = [(d, v, lo, hi) for d, v, lo, hi in points if d > 0 and math.isfinite(v) and v > 0]
     for d, v, lo, hi in drawn:
@@ -41,6 +43,9 @@ def b_star_by_data_size_plot(points, alpha: float, c: float, title: str, alpha_t
         _no_data(ax, "no data size has a fitted B*")
     _log_axis(ax, "x", 2)
     _log_axis(ax, "y", 2)
+    if drawn:  # the data sizes themselves on the axis (1000, not 1024)
+        ax.set_xticks([p[0] for p in drawn], [f"{p[0]:g}" for p in drawn])
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("training examples D")
     ax.set_ylabel("critical batch size B* (95% interval)")
     ax.set_title(title)

@@ -43,11 +43,14 @@ from batchscale.core.experiment import AXIS_WORDS
 FIGURE_B_STAR = "b_star_by_data_size.svg"
 CAPTION_B_STAR = ("The critical batch size B* of each data size's study with its 95% bootstrap "
                   "interval (an arrow: open on that side), and the fitted B* = c·D^α (dashed).")
+# a narrow console keeps B* and the perfect-scaling end, the quantities the findings compare
+CONSOLE_LEAVE_OUT = ("goal", "max_useful_batch_size", "s_min", "perfect_scaling_end")
 QUANTITIES = ("s_min", "b_star", "perfect_scaling_end", "max_useful_batch_size")
 
 
 def _findings(result: ExperimentComparison) -> Section:
-    items = [(("" if f.resolved else "(not resolved) ") + f.sentence,) for f in result.findings]
+    items = [(("" if f.resolved or "not resolved" in f.sentence else "(not resolved) ") + f.sentence,)
+             for f in result.findings]
     return Section("findings", "Findings", [
         Paragraph(f"{result.experiment.name} varies {AXIS_WORDS[result.experiment.axis.kind]} "
                   f"({result.experiment.axis.label}: "
@@ -84,7 +87,7 @@ def experiment_sections(result: ExperimentComparison) -> list[Section]:
     sections = [_findings(result),
                 Section("curves", "Steps to result", overlay, media=PAGES)]
     sections.append(Section("fits", "Regime fits (95% bootstrap intervals)",
-                            [Table(fits)] if fits is not None else
+                            [Table(fits, leave_out_first=CONSOLE_LEAVE_OUT)] if fits is not None else
                             [Paragraph("No study could be fitted (see the notes).")]))
     if result.exponent is not None:
         sections.append(Section("b_star_by_data_size", "B*(D)", [

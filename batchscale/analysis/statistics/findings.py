@@ -14,8 +14,8 @@ The tests, per axis (docs/experiments.md gives the paper's claim each one checks
   "not resolved by this data (the intervals overlap)".
 - ``s_min`` (optimizer, model, classes): S_min, the same disjoint-interval rule.
 - ``small_batch`` (optimizer; Figure 4): the batch sizes both curves reached at or below
-  both fits' perfect-scaling ends (point values), and the largest relative difference of
-  their steps there, max/min - 1. A measurement, not a claim of equality: resolved when
+  the lower ends of both fits' perfect-scaling intervals, and the largest relative
+  difference of their steps there, max/min - 1. A measurement, not a claim of equality: resolved when
   there is such a batch size.
 - ``reach`` (every pairwise axis): batch sizes measured by both where one reached the goal
   and the other did not (a fact of the tables: resolved when there is one).
@@ -43,6 +43,7 @@ from batchscale.analysis.statistics.intervals import (
     AT_LEAST,
     AT_MOST,
     INTERVAL,
+    UNKNOWN,
     Bound,
     number,
     regime_bound,
@@ -54,6 +55,8 @@ RATIO_SPREAD = 1.25  # the goal ratio's max/min up to which it is called roughly
 STEPS = "steps_to_result"
 QUANTITY_WORDS = {"perfect_scaling_end": "perfect scaling ends at",
                   "b_star": "critical batch size B* is", "s_min": "S_min is"}
+QUANTITY_NAMES = {"perfect_scaling_end": "the end of perfect scaling (B*/4)",
+                  "b_star": "the critical batch size B*", "s_min": "S_min"}
 REGIME_QUANTITY = {"optimizer": "perfect_scaling_end"}  # else b_star
 PAIRWISE_TESTS = {
     "optimizer": ("regime", "small_batch", "s_min", "reach"),
@@ -95,7 +98,7 @@ class Curve:
 def _estimate(curve: Curve, quantity: str) -> Bound:
     fit = curve.fit
     if fit is None or not fit.fitted:
-        return Bound("unknown")
+        return Bound(UNKNOWN)
     return regime_bound(getattr(fit, quantity), steps=quantity == "s_min")
 
 
@@ -118,13 +121,15 @@ def compare_bounds(axis: str, topic: str, a: Curve, b: Curve, quantity: str) -> 
     """The disjoint-interval rule for one quantity of two curves."""
     ba, bb = _estimate(a, quantity), _estimate(b, quantity)
     words = QUANTITY_WORDS[quantity]
-    head = f"{a.name}'s {words} {ba.text()} against {b.name}'s {bb.text()}"
+    head = f"{a.name}'s {words} {_text(a, ba)} against {b.name}'s {_text(b, bb)}"
+    if UNKNOWN in (ba.kind, bb.kind):  # "ends at undetermined" does not read
+        head = (f"{QUANTITY_NAMES[quantity]}: {a.name}'s {_text(a, ba)}, "
+                f"{b.name}'s {_text(b, bb)}")
     numbers = {a.name: bound_numbers(ba), b.name: bound_numbers(bb)}
     ea, eb = _ends(ba), _ends(bb)
     if ea is None or eb is None:
-        missing = [c.name for c, e in ((a, ea), (b, eb)) if e is None]
-        return Finding(axis, topic, (a.name, b.name), f"{head}: not resolved by this data "
-                       f"(no interval for {' and '.join(missing)})", numbers, False)
+        return Finding(axis, topic, (a.name, b.name), f"{head}: not resolved by this data",
+                       numbers, False)
     if ea[0] > eb[1] or eb[0] > ea[1]:
         more, less = (a, b) if ea[0] > eb[1] else (b, a)
         what = {"perfect_scaling_end": "perfect scaling extends to larger batch sizes",
@@ -146,33 +151,45 @@ def _sizes(sizes) -> str:
 
 
 def small_batch(axis: str, a: Curve, b: Curve) -> Finding:
-    """Figure 4's comparison: steps where both are within perfect scaling by their fits."""
-    ends = [_point(c, "perfect_scaling_end") for c in (a, b)]
-    if any(not math.isfinite(e) for e in ends):
-        return Finding(axis, "small_batch", (a.name, b.name), f"{a.name} and {b.name} at small "
-                       "batch sizes: not resolved by this data (a fit gives no perfect-scaling end)")
+    """Figure 4's comparison: steps at the batch sizes both curves reached that lie within
+    both fits' perfect scaling by their 95% intervals (at or below each interval's lower
+    end; a bound from above only, or none, puts no batch size there)."""
+    bounds = [_estimate(c, "perfect_scaling_end") for c in (a, b)]
+    shown = [_text(c, x) for c, x in zip((a, b), bounds)]
+    ends = [x.low if x.kind in (INTERVAL, AT_LEAST) else math.nan for x in bounds]
+    numbers = {"perfect_scaling_end": {a.name: bound_numbers(bounds[0]),
+                                       b.name: bound_numbers(bounds[1])}, "batch_sizes": []}
+    lacking = [c.name for c, e in zip((a, b), ends) if not math.isfinite(e)]
+    if lacking:
+        return Finding(axis, "small_batch", (a.name, b.name), f"{a.name} against {b.name} at small "
+                       f"batch sizes: not resolved by this data ({' and '.join(lacking)}: no lower "
+                       f"end of the perfect-scaling interval; ends {shown[0]} and {shown[1]})",
+                       numbers, False)
     sa, sb = _reached(a), _reached(b)
     common = sorted(set(sa.dropna().index) & set(sb.dropna().index))
     within = [B for B in common if B <= min(ends)]
     if not within:
         return Finding(axis, "small_batch", (a.name, b.name),
                        f"no batch size reached by both {a.name} and {b.name} lies within both "
-                       f"fits' perfect scaling (ends {number(ends[0])} and {number(ends[1])})",
-                       {"batch_sizes": []}, False)
-    diffs = {int(B): max(sa[B], sb[B]) / min(sa[B], sb[B]) - 1 for B in within}
+                       f"fits' perfect scaling by their 95% intervals (ends {shown[0]} and "
+                       f"{shown[1]})", numbers, False)
+    diffs = {int(B): float(max(sa[B], sb[B]) / min(sa[B], sb[B]) - 1) for B in within}
     worst = max(diffs, key=diffs.get)
-    text = (f"at batch size(s) {_sizes(within)}, where both fits put perfect scaling (ends "
-            f"{number(ends[0])} and {number(ends[1])}), {a.name}'s and {b.name}'s steps to "
+    text = (f"at batch size(s) {_sizes(within)}, within both fits' perfect scaling by their 95% "
+            f"intervals (ends {shown[0]} and {shown[1]}), {a.name}'s and {b.name}'s steps to "
             f"result differ by at most {diffs[worst]:.0%} (at {worst}: {number(sa[worst])} "
             f"against {number(sb[worst])})")
-    return Finding(axis, "small_batch", (a.name, b.name), text,
-                   {"batch_sizes": [int(B) for B in within], "max_difference": diffs[worst],
-                    "differences": {str(k): v for k, v in diffs.items()}}, True)
+    numbers.update(batch_sizes=[int(B) for B in within], max_difference=diffs[worst],
+                   differences={str(k): v for k, v in diffs.items()})
+    return Finding(axis, "small_batch", (a.name, b.name), text, numbers, True)
 
 
-def _point(curve: Curve, quantity: str) -> float:
-    fit = curve.fit
-    return getattr(fit, quantity).value if fit is not None and fit.fitted else math.nan
+def _text(curve: Curve, shown: Bound) -> str:
+    """An estimate in the one notation; in words where it has none."""
+    if shown.kind != UNKNOWN:
+        return shown.text()
+    fitted = curve.fit is not None and curve.fit.fitted
+    return "undetermined" if fitted else "not fitted"
 
 
 def reach(axis: str, a: Curve, b: Curve, always: bool = False) -> Finding | None:
