@@ -98,3 +98,13 @@ def test_goal_ladder_states_the_ratio_and_an_unresolved_b_star_shift():
     assert "as a purely vertical shift of the curve would have it" in shift.sentence
     assert ratio.resolved and "roughly constant" in ratio.sentence
     assert all(1.8 < r < 2.2 for r in ratio.numbers["ratios"].values())
+
+
+def test_b_star_past_the_fit_grid_bounds_alpha_from_one_side_only():
+    sizes = (1000, 2000, 4000, 8000)
+    fits = [curve(f"train_{d}", 1000, b, 20 + i).fit
+            for i, (d, b) in enumerate(zip(sizes, (16, 32, 64, 1e8)))]  # the largest: pure 1/B
+    fit = fit_exponent(sizes, fits, [f"train_{d}" for d in sizes])
+    assert fit.alpha.kind == "at least" and fit.alpha.low > 0, fit.finding.sentence
+    assert f"α = {fit.alpha.text()}" in fit.finding.sentence
+    assert "grows with D (bounded from below only" in fit.finding.sentence
