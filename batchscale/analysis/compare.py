@@ -55,7 +55,7 @@ TABLE_COLUMNS = ["study", "goal", "split", "batch_size", "trials", "reached", ST
 
 def compare_studies(locations, goal: str | None = None, split: str | None = None,
                     normalize_at: int | None = None, num_trials: int | None = None,
-                    fit: bool = False) -> Comparison:
+                    fit: bool = False, goals: list[str] | None = None) -> Comparison:
     """Load and compare the studies at ``locations`` (local paths or gs:// URLs).
 
     ``goal``: a goal string (``batchscale.core.goals``: ``[SPLIT/]METRIC<VALUE`` or
@@ -65,11 +65,16 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
     to normalise steps to result at (at least one study must have measured it).
     ``num_trials``: the first N trials per batch size (``load_study``). ``fit``: also fit
     S(B) = S_min (1 + B*/B) per study (``regimes.fit_regimes``) and draw it with its band.
+    ``goals``: one goal per location instead of ``goal`` (a goal ladder: the same study at
+    each goal); a location given more than once is then named by its goal.
     """
     locations = [str(loc) for loc in (locations or [])]
     if not locations:
         raise SpecError("compare: give at least one study location (STORE/STUDY or a folder of "
                         "the paper's database)")
+    if goals is not None:
+        if goal is not None or len(goals) != len(locations):
+            raise SpecError("compare: give either one goal or one goal per location")
     prefix = parse_goal(goal)[1] if goal else None
     if split is not None and prefix is not None and split != prefix:
         raise SpecError(f"split: {split!r} contradicts the goal's prefix {prefix + '/'!r}; give one")
@@ -79,14 +84,17 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
     if normalize_at is not None and (isinstance(normalize_at, bool) or not isinstance(normalize_at, int)
                                      or normalize_at <= 0):
         raise SpecError(f"normalize_at: {normalize_at!r} must be a positive integer batch size")
-    studies = [load_study(loc, goals=[goal] if goal else None, num_trials=num_trials)
-               for loc in locations]
+    per_study = goals if goals is not None else [goal] * len(locations)
+    studies = [load_study(loc, goals=[g] if g else None, num_trials=num_trials)
+               for loc, g in zip(locations, per_study)]
     measured = sorted({b for s in studies for b in s.batch_sizes})
     if normalize_at is not None and normalize_at not in measured:
         raise SpecError(f"normalize_at: batch size {normalize_at} was not measured by any study "
                         f"(measured: {', '.join(map(str, measured)) or 'none'})")
 
-    names = disambiguate([s.name for s in studies], [s.location for s in studies])
+    names = [s.name if goals is None or locations.count(loc) < 2 else s.goals[0].label
+             for s, loc in zip(studies, locations)]
+    names = disambiguate(names, [s.location for s in studies])
     entries, tables, curves, notes, fits = [], [], {}, [], {}
     for study, name in zip(studies, names):
         study_goal = study.goals[0]  # the given goal, checked against this study's data

@@ -109,6 +109,9 @@ def _fit_table(result: Comparison) -> pd.DataFrame | None:
     return pd.DataFrame(rows) if rows else None
 
 
+# public names for the experiment's comparison (``experiment_pages``), which shows the same
+display_wide, legend_line, fit_table = _display_wide, _legend_line, _fit_table
+
 CAPTIONS = {
     FIGURE_NORMALIZED: "Steps to result divided by each curve's steps at the reference batch size "
                        "(paper Figures 3–6); dashed: perfect scaling through the smallest batch "

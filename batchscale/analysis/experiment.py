@@ -1,0 +1,98 @@
+"""Compare an experiment's studies and state its findings: the paper's Figures 2-7 for any
+experiment (``core.experiment``: a base study and one axis).
+
+``compare_experiment`` runs ``compare_studies`` over the experiment's studies (with the
+regime fit, normalised at the experiment's ``normalize_at``; a goal axis: its one study once
+per goal), then states the findings (``statistics.findings``; a data_size axis: B*(D),
+``statistics.b_star_exponent``). ``report_experiment`` writes them into
+``<experiment folder>/comparison/`` (comparison.html, .md, .json, .csv and the figures as
+SVG) and returns the texts and metrics the Kubeflow UI shows; ``format_experiment`` is the
+console's text.
+"""
+
+from __future__ import annotations
+
+import json
+
+from batchscale.analysis.compare import compare_studies
+from batchscale.analysis.figures.plots_experiment import b_star_by_data_size_plot
+from batchscale.analysis.pages.experiment_pages import (
+    FIGURE_B_STAR,
+    experiment_html,
+    experiment_json,
+    experiment_markdown,
+    experiment_metrics,
+    format_experiment,
+)
+from batchscale.analysis.statistics.experiment_comparison import (
+    ExperimentComparison,
+    curves_of,
+    experiment_findings,
+)
+from batchscale.core.experiment import ExperimentSpec
+from batchscale.store.filesystem import open_root
+
+__all__ = ["COMPARISON_FOLDER", "ExperimentComparison", "compare_experiment", "format_experiment",
+           "report_experiment"]
+
+COMPARISON_FOLDER = "comparison"
+
+
+def compare_experiment(experiment: ExperimentSpec) -> ExperimentComparison:
+    """Read the experiment's studies from its folder, compare them and state the findings."""
+    locations = experiment.locations()
+    if experiment.axis.kind == "goal":
+        goals = [str(g) for g in experiment.axis.values]
+        comparison = compare_studies(locations * len(goals), goals=goals, fit=True,
+                                     normalize_at=experiment.normalize_at)
+    else:
+        comparison = compare_studies(locations, fit=True, normalize_at=experiment.normalize_at)
+    curves = curves_of(comparison)
+    findings, exponent = experiment_findings(experiment, curves)
+    figures = dict(comparison.figures)
+    if exponent is not None:
+        points = []
+        for study, curve in zip(experiment.studies, curves):
+            fit = curve.fit
+            if fit is not None and fit.fitted:
+                e = fit.b_star
+                points.append((float(study.value), e.value, e.low, e.high))
+        alpha = exponent.alpha
+        figures[FIGURE_B_STAR] = b_star_by_data_size_plot(
+            points, exponent.alpha.value if alpha.value is not None else float("nan"), exponent.c,
+            f"{experiment.name}: critical batch size against training examples", alpha.text())
+    return ExperimentComparison(experiment, comparison, curves, findings, exponent, figures)
+
+
+def report_experiment(experiment: ExperimentSpec) -> tuple[ExperimentComparison, dict]:
+    """Compare the experiment and write ``<experiment folder>/comparison/``; returns the
+    comparison and ``written``: file name -> URL (also as ``html``, ``markdown``, ``json``,
+    ``csv``), ``folder``, and ``pages`` (``html``, ``markdown``: the texts) and ``metrics``
+    (name -> number) for the Kubeflow UI."""
+    result = compare_experiment(experiment)
+    return result, write_experiment(result)
+
+
+def write_experiment(result: ExperimentComparison) -> dict:
+    """Write the comparison's files into its experiment's ``comparison`` folder (other files
+    there are left alone)."""
+    fs = open_root(f"{result.experiment.folder}/{COMPARISON_FOLDER}")
+    clean = result.comparison.without_roots
+    html, markdown = experiment_html(result), experiment_markdown(result)
+    texts = {"comparison.html": html, "comparison.md": markdown,
+             "comparison.csv": result.comparison.table.to_csv(index=False),
+             "comparison.json": clean(json.dumps(experiment_json(result), indent=2, allow_nan=False))}
+    written = {}
+    for name, text in texts.items():
+        fs.write_text(name, text)
+        written[name] = fs.url(name)
+    for name, image in result.figures.items():
+        fs.write_bytes(name, image)
+        written[name] = fs.url(name)
+    for key, name in (("html", "comparison.html"), ("markdown", "comparison.md"),
+                      ("json", "comparison.json"), ("csv", "comparison.csv")):
+        written[key] = written[name]  # as a study's report names its pages
+    written["folder"] = fs.url("")
+    written["pages"] = {"html": html, "markdown": markdown}
+    written["metrics"] = experiment_metrics(result)
+    return written

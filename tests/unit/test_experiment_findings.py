@@ -1,0 +1,110 @@
+"""An experiment's findings on synthetic curves whose truth is known (tests/synthetic.py):
+resolved sentences carry both numbers, overlapping intervals say "not resolved", B*(D)
+recovers its exponent, a goal ladder's ratio of steps is stated. The regime fits use 200
+resamples to stay fast."""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from batchscale.analysis.statistics.b_star_exponent import fit_exponent
+from batchscale.analysis.statistics.findings import (
+    Curve,
+    compare_bounds,
+    goal_findings,
+    pairwise_findings,
+    small_batch,
+)
+from batchscale.analysis.statistics.intervals import regime_bound
+from batchscale.analysis.statistics.regimes import fit_regimes
+from tests.synthetic import synthetic_crossings
+
+SIZES = [2 ** k for k in range(1, 12)]
+
+
+def curve(name, s_min, b_star, seed, trials=12, spread=0.1, failure=0.1, sizes=SIZES) -> Curve:
+    crossings = synthetic_crossings(s_min, b_star, sizes, trials, np.random.default_rng(seed),
+                                    spread=spread, failure=failure)
+    steps = crossings.groupby("batch_size")["step"].agg(["min", "count"]).reset_index()
+    reached = crossings.groupby("batch_size")["step"].apply(lambda s: int(s.notna().sum()))
+    steps = pd.DataFrame({"batch_size": steps["batch_size"], "steps_to_result": steps["min"],
+                          "reached": reached.to_numpy(), "trials": steps["count"]})
+    return Curve(name, steps, fit_regimes(crossings, resamples=200))
+
+
+def test_clearly_different_b_star_is_resolved_with_both_numbers():
+    sgd, momentum = curve("sgd", 1600, 40, 1), curve("momentum", 125, 512, 2)
+    found = compare_bounds("optimizer", "regime", momentum, sgd, "perfect_scaling_end")
+    texts = [regime_bound(c.fit.perfect_scaling_end).text() for c in (momentum, sgd)]
+    assert found.resolved, found.sentence
+    assert f"momentum's perfect scaling ends at {texts[0]} against sgd's {texts[1]}" in found.sentence
+    assert "momentum's perfect scaling extends to larger batch sizes" in found.sentence
+    assert found.numbers["momentum"]["low"] > found.numbers["sgd"]["high"]
+    # Figure 4's small-batch comparison: equal S_min·B*, so near-equal steps at B <= 4
+    near = small_batch("optimizer", momentum, sgd)
+    assert near.resolved and near.numbers["batch_sizes"] == [2, 4, 8], near.sentence
+    assert 0 < near.numbers["max_difference"] < 0.3
+    assert f"differ by at most {near.numbers['max_difference']:.0%}" in near.sentence
+
+
+def test_overlapping_intervals_are_not_resolved():
+    a = curve("sgd", 1000, 64, 3, trials=3, spread=0.8, failure=0.3)
+    b = curve("momentum", 1000, 90, 4, trials=3, spread=0.8, failure=0.3)
+    findings = pairwise_findings("optimizer", "optimizer", [a, b])
+    regime = next(f for f in findings if f.topic == "regime")
+    assert not regime.resolved
+    assert regime.sentence.endswith("not resolved by this data (the intervals overlap)")
+    assert {f.topic for f in findings} >= {"regime", "small_batch", "s_min"}
+
+
+def test_reach_and_fixed_axis_say_where_one_reaches_and_the_other_does_not():
+    a = curve("ls_0", 1000, 64, 5, sizes=SIZES[:6])
+    b = curve("ls_0.1", 1000, 64, 6, sizes=SIZES[:6])
+    b.steps.loc[b.steps["batch_size"] == 64, "steps_to_result"] = math.nan
+    findings = pairwise_findings("fixed", "fixed label_smoothing", [a, b])
+    reach = next(f for f in findings if f.topic == "reach")
+    assert reach.resolved and reach.numbers["only"] == {"ls_0": [64], "ls_0.1": []}
+    assert "at batch size(s) 64 ls_0 reaches the goal and ls_0.1 does not" in reach.sentence
+    assert any(f.topic == "by_batch_size" for f in findings)
+
+
+def _data_size_fits(alpha, sizes=(1000, 2000, 4000, 8000, 16000)):
+    return [curve(f"train_{d}", 1000, 64 * (d / 1000) ** alpha, 10 + i).fit for i, d in enumerate(sizes)]
+
+
+def test_b_star_growing_as_square_root_of_d_gives_alpha_near_half():
+    sizes = (1000, 2000, 4000, 8000, 16000)
+    fit = fit_exponent(sizes, _data_size_fits(0.5), [f"train_{d}" for d in sizes])
+    assert fit.alpha.kind == "interval" and fit.alpha.low < 0.5 < fit.alpha.high
+    assert fit.alpha.high - fit.alpha.low < 0.3
+    assert fit.finding.resolved and "grows with D" in fit.finding.sentence
+    assert fit.alpha.text() in fit.finding.sentence
+
+
+def test_equal_b_star_across_d_is_no_consistent_effect_and_two_sizes_give_no_exponent():
+    sizes = (1000, 2000, 4000, 8000, 16000)
+    fit = fit_exponent(sizes, _data_size_fits(0.0), [f"train_{d}" for d in sizes])
+    assert fit.alpha.low < 0 < fit.alpha.high
+    assert fit.finding.resolved and "no consistent effect" in fit.finding.sentence
+    two = fit_exponent(sizes[:2], _data_size_fits(0.0, sizes[:2]), ["a", "b"])
+    assert not two.finding.resolved and "at least 3 are needed" in two.finding.sentence
+
+
+def test_goal_ladder_states_the_ratio_and_an_unresolved_b_star_shift():
+    easy, hard = curve("error<0.1", 1000, 64, 7), curve("error<0.05", 2000, 64, 7)
+    shift, ratio = goal_findings([easy, hard])
+    assert shift.topic == "goal_shift" and not shift.resolved
+    assert "as a purely vertical shift of the curve would have it" in shift.sentence
+    assert ratio.resolved and "roughly constant" in ratio.sentence
+    assert all(1.8 < r < 2.2 for r in ratio.numbers["ratios"].values())
+
+
+def test_b_star_past_the_fit_grid_bounds_alpha_from_one_side_only():
+    sizes = (1000, 2000, 4000, 8000)
+    fits = [curve(f"train_{d}", 1000, b, 20 + i).fit
+            for i, (d, b) in enumerate(zip(sizes, (16, 32, 64, 1e8)))]  # the largest: pure 1/B
+    fit = fit_exponent(sizes, fits, [f"train_{d}" for d in sizes])
+    assert fit.alpha.kind == "at least" and fit.alpha.low > 0, fit.finding.sentence
+    assert f"α = {fit.alpha.text()}" in fit.finding.sentence
+    assert "grows with D (bounded from below only" in fit.finding.sentence
