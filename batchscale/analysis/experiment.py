@@ -24,18 +24,19 @@ from batchscale.analysis.pages.experiment_pages import (
     experiment_metrics,
     format_experiment,
 )
+from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.statistics.experiment_comparison import (
     ExperimentComparison,
     curves_of,
     experiment_findings,
 )
-from batchscale.core.experiment import ExperimentSpec
+from batchscale.analysis.statistics.robustness import robustness_table
+from batchscale.core.experiment import COMPARISON_FOLDER, ExperimentSpec
 from batchscale.store.filesystem import open_root
 
 __all__ = ["COMPARISON_FOLDER", "ExperimentComparison", "compare_experiment", "format_experiment",
            "report_experiment"]
 
-COMPARISON_FOLDER = "comparison"
 
 
 def compare_experiment(experiment: ExperimentSpec) -> ExperimentComparison:
@@ -61,7 +62,21 @@ def compare_experiment(experiment: ExperimentSpec) -> ExperimentComparison:
         figures[FIGURE_B_STAR] = b_star_by_data_size_plot(
             points, exponent.alpha.value if alpha.value is not None else float("nan"), exponent.c,
             f"{experiment.name}: critical batch size against training examples", alpha.text())
-    return ExperimentComparison(experiment, comparison, curves, findings, exponent, figures)
+    return ExperimentComparison(experiment, comparison, curves, findings, exponent, figures,
+                                robustness=_robustness(experiment, comparison))
+
+
+def _robustness(experiment: ExperimentSpec, comparison) -> dict:
+    """Each compared curve's robustness table (the k-th best trial per batch size, the share
+    of trials reaching the goal: ``statistics.robustness``), by the curve's study name."""
+    goals = [str(g) for g in experiment.axis.values] if experiment.axis.kind == "goal" else None
+    out = {}
+    for i, entry in enumerate(comparison.studies):
+        location = experiment.locations()[0 if goals else i]
+        study = load_study(location, goals=[goals[i]] if goals else None)
+        out[entry.study] = robustness_table(study, study.goals[0], comparison.split,
+                                            experiment.robustness_k)
+    return out
 
 
 def report_experiment(experiment: ExperimentSpec) -> tuple[ExperimentComparison, dict]:

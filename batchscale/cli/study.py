@@ -20,16 +20,7 @@ import os
 import sys
 import time
 
-from batchscale.cli.local_pipeline import (  # noqa: F401  (the stop's names, also used from here)
-    RESUME_HINT,
-    Terminated,
-    _raise_terminated,
-    absolute_pythonpath,
-    failure_reason,
-    raise_if_terminated,
-    run_pipeline,
-    run_with_signals,
-)
+from batchscale.cli.local_pipeline import run_pipeline, run_with_signals
 from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,

@@ -41,6 +41,7 @@ AXIS_WORDS = {
 # The workload options the data axes set (``batchscale.workloads.subsets`` applies them).
 TRAIN_SIZE_OPTION = "train_size"
 CLASSES_OPTION = "classes"
+COMPARISON_FOLDER = "comparison"  # <experiment>/comparison/: the comparison's pages, no study's
 DEFAULT_ROBUSTNESS_K = 3  # the k-th best trial's curve is drawn beside the best one
 
 

@@ -30,6 +30,7 @@ import re
 from batchscale.core.experiment import (
     AXES,
     CLASSES_OPTION,
+    COMPARISON_FOLDER,
     DEFAULT_ROBUSTNESS_K,
     Axis,
     ExperimentSpec,
@@ -163,6 +164,9 @@ def _derive_studies(base: StudySpec, axis: Axis, overrides, folder: str) -> tupl
     else:
         studies = [(_label(axis, v), v, _with_value(resolved, base, axis, v)) for v in axis.values]
     labels = [label for label, _, _ in studies]
+    if COMPARISON_FOLDER in labels:
+        _fail(f"axis.{axis.kind}", f"a value gives the study name {COMPARISON_FOLDER!r}, the folder "
+              "of the experiment's comparison; give another value")
     if len(set(labels)) != len(labels):
         _fail(f"axis.{axis.kind}", f"values give the same study name twice ({', '.join(labels)}); "
               "give values that differ in letters, digits, '.', '_' or '-'")

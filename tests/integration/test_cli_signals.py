@@ -22,8 +22,8 @@ import psutil
 import pytest
 import yaml
 
+from batchscale.cli.local_pipeline import RESUME_HINT
 from batchscale.cli.main import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
-from batchscale.cli.study import RESUME_HINT
 from tests.conftest import tiny_spec_dict
 
 SCRIPT = Path(sys.executable).with_name("batchscale")

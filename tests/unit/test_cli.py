@@ -93,7 +93,7 @@ def test_report_of_a_missing_folder_is_one_line(capsys, tmp_path):
 
 
 def test_failure_reason_names_the_task_error_not_kfps_summary():
-    from batchscale.cli.study import failure_reason
+    from batchscale.cli.local_pipeline import failure_reason
 
     log = ("10:57:03 - INFO - Executing task 'prepare-data'\n    Traceback (most recent call last):\n"
            "    DatasetNotFoundError: Dataset mnist not found: no internet\n"
@@ -167,7 +167,7 @@ def test_run_parses_the_spec_once_in_its_process(monkeypatch, tmp_path):
     parses, started = [], []
     real = study_spec.parse_workload
     monkeypatch.setattr(study_spec, "parse_workload", lambda *a, **k: parses.append(1) or real(*a, **k))
-    monkeypatch.setattr(study_cli, "_run_pipeline", lambda spec, *rest: started.append(spec) or 0)
+    monkeypatch.setattr(study_cli, "run_pipeline", lambda spec, *rest: started.append(spec) or 0)
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--local", "--store", "rel-store", "--batch-sizes", "16,64",
                  "--work-dir", str(tmp_path / "work")]) == 0
@@ -184,7 +184,7 @@ def test_a_sigterm_whose_exception_is_swallowed_still_stops_the_run(monkeypatch)
     import signal
     import time
 
-    import batchscale.cli.study as study_cli
+    import batchscale.cli.local_pipeline as study_cli
 
     monkeypatch.setattr(study_cli, "_requested", [])
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import tests.paper_database as db
+from batchscale.cli.local_pipeline import failure_reason
 from batchscale.cli.main import main
-from batchscale.cli.study import failure_reason
 from batchscale.pipelines.task_log import failures
 from tests.integration.test_cli_bad_input import _snapshot
 

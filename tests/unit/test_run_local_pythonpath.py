@@ -7,7 +7,7 @@ pack would fail (module not importable) after the data was prepared.
 
 import os
 
-from batchscale.cli.study import absolute_pythonpath
+from batchscale.cli.local_pipeline import absolute_pythonpath
 
 
 def test_relative_and_empty_entries_become_absolute(tmp_path, monkeypatch):
