@@ -23,6 +23,7 @@ from batchscale.analysis.pages.compare_pages import (
     fit_table,
     legend_line,
 )
+from batchscale.analysis.pages.robustness_page import shown_table
 from batchscale.analysis.pages.sections import (
     PAGES,
     Bullets,
@@ -72,9 +73,9 @@ def _robustness(result: ExperimentComparison) -> Section | None:
     (``ExperimentComparison.robustness``, filled by the caller)."""
     if not result.robustness:
         return None
-    blocks = []
-    for study, frame in result.robustness.items():
-        blocks += [Subheading(study), Table(frame)]
+    blocks, k = [], result.experiment.robustness_k
+    for study, frame in result.robustness.items():  # as a study's report shows it
+        blocks += [Subheading(study), Table(shown_table(frame, k))]
     return Section("robustness", f"Robustness (k = {result.experiment.robustness_k})", blocks)
 
 
