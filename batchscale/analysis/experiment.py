@@ -16,8 +16,10 @@ import json
 
 from batchscale.analysis.compare import compare_studies
 from batchscale.analysis.figures.plots_experiment import b_star_by_data_size_plot
+from batchscale.analysis.figures.plots_robustness import kth_best_overlay_plot, ordinal
 from batchscale.analysis.pages.experiment_pages import (
     FIGURE_B_STAR,
+    FIGURE_KTH_BEST,
     experiment_html,
     experiment_json,
     experiment_markdown,
@@ -62,8 +64,13 @@ def compare_experiment(experiment: ExperimentSpec) -> ExperimentComparison:
         figures[FIGURE_B_STAR] = b_star_by_data_size_plot(
             points, exponent.alpha.value if alpha.value is not None else float("nan"), exponent.c,
             f"{experiment.name}: critical batch size against training examples", alpha.text())
+    robustness = _robustness(experiment, comparison)
+    if robustness:
+        figures[FIGURE_KTH_BEST] = kth_best_overlay_plot(
+            robustness, experiment.robustness_k,
+            f"{experiment.name}: best and {ordinal(experiment.robustness_k)} trial")
     return ExperimentComparison(experiment, comparison, curves, findings, exponent, figures,
-                                robustness=_robustness(experiment, comparison))
+                                robustness=robustness)
 
 
 def _robustness(experiment: ExperimentSpec, comparison) -> dict:

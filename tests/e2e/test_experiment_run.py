@@ -65,6 +65,7 @@ def test_experiment_stopped_half_way_resumes_and_each_study_stands_alone(tmp_pat
     assert (folder / "experiment.json").exists()
     comparison = folder / "comparison"
     assert (comparison / "comparison.html").exists() and (comparison / "comparison.json").exists()
+    assert (comparison / "compare_kth_best.svg").exists()  # the robustness overlay
 
     for label in ("sgd", "nesterov_momentum"):
         # the paper's layout: <study>/<dataset>/<model>/<optimizer>/<batch size>/study.json

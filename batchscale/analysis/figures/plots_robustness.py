@@ -127,3 +127,33 @@ def robustness_figures(table: pd.DataFrame, title: str) -> dict[str, tuple[bytes
         "batch size. Right: the share of trials (diverged included) that reached the goal, with "
         "its Wilson 95% interval. Hollow: a bound, where early stopping ended trials before "
         "they could reach the goal.")}
+
+
+def kth_best_overlay_plot(tables: dict[str, pd.DataFrame], k: int, title: str) -> bytes:
+    """Several studies' best trial (solid) and k-th best trial (dashed, the same colour)
+    per batch size, log2–log2: the comparison's robustness figure. ``tables``: study ->
+    its ``robustness_table``; a study none of whose batch sizes has a k-th best is named
+    under the axes."""
+    plt, fig, (ax,) = panels(1, 1, MAX_WIDTH_IN - 2.5, 4.3)
+    drawn, notes = 0, []
+    for study, table in tables.items():
+        table = table.sort_values("batch_size", kind="stable")
+        b = numbers(table, "batch_size")
+        best, kth = numbers(table, "steps_k1"), numbers(table, f"steps_k{k}")
+        ok = np.isfinite(b) & (b > 0) & np.isfinite(best) & (best > 0)
+        if not ok.any():
+            notes.append(f"{study}: no batch size reached the goal")
+            continue
+        line, = ax.plot(b[ok], best[ok], "o-", markersize=4, label=f"{study}: best")
+        deep = np.isfinite(b) & (b > 0) & np.isfinite(kth) & (kth > 0)
+        if k > 1 and deep.any():
+            ax.plot(b[deep], kth[deep], "s--", markersize=3, color=line.get_color(),
+                    label=f"{study}: {ordinal(k)}")
+        elif k > 1:
+            notes.append(f"{study}: no batch size has a {ordinal(k)} trial reaching the goal")
+        drawn += 1
+    if not drawn:
+        no_data(ax, "no batch size reached the goal")
+    log2_axes(ax, "batch size", "steps to result", title)
+    legend(ax)
+    return svg(plt, fig, footnote(fig, notes))

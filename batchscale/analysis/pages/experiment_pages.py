@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from batchscale.analysis.figures.plots_robustness import ordinal
 from batchscale.analysis.pages import html as H
 from batchscale.analysis.pages.compare_pages import (
     CAPTIONS,
@@ -42,6 +43,10 @@ from batchscale.analysis.statistics.intervals import regime_bound
 from batchscale.core.experiment import AXIS_WORDS
 
 FIGURE_B_STAR = "b_star_by_data_size.svg"
+FIGURE_KTH_BEST = "compare_kth_best.svg"
+CAPTION_KTH_BEST = ("Each study's steps to result by its best trial (solid) and by its {k} trial "
+                    "(dashed, same colour): a curve that holds at the {k} trial does not rest on "
+                    "one lucky trial. Bounds under early stopping are in the tables.")
 CAPTION_B_STAR = ("The critical batch size B* of each data size's study with its 95% bootstrap "
                   "interval (an arrow: open on that side), and the fitted B* = c·D^α (dashed).")
 # a narrow console keeps B* and the perfect-scaling end, the quantities the findings compare
@@ -73,7 +78,8 @@ def _robustness(result: ExperimentComparison) -> Section | None:
     (``ExperimentComparison.robustness``, filled by the caller)."""
     if not result.robustness:
         return None
-    blocks, k = [], result.experiment.robustness_k
+    k = result.experiment.robustness_k
+    blocks = _figure(result, FIGURE_KTH_BEST, CAPTION_KTH_BEST.format(k=ordinal(k)))
     for study, frame in result.robustness.items():  # as a study's report shows it
         blocks += [Subheading(study), Table(shown_table(frame, k))]
     return Section("robustness", f"Robustness (k = {result.experiment.robustness_k})", blocks)
@@ -157,5 +163,5 @@ def experiment_metrics(result: ExperimentComparison) -> dict[str, float]:
     return metrics
 
 
-__all__ = ["FIGURE_B_STAR", "experiment_html", "experiment_json", "experiment_markdown",
+__all__ = ["FIGURE_B_STAR", "FIGURE_KTH_BEST", "experiment_html", "experiment_json", "experiment_markdown",
            "experiment_metrics", "experiment_sections", "format_experiment"]
