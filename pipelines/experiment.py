@@ -37,7 +37,7 @@ from batchscale.core.images import image_reference
 from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
 from batchscale.pipelines.cluster_workload import check_for_cluster, model_image, uses_user_model
 from batchscale.pipelines.placement import LIGHT, get_preset, pack_size_for, place
-from batchscale.pipelines.study import PACK_RETRIES, PACK_RETRY_BACKOFF, PACK_RETRY_MAX_BACKOFF
+from batchscale.pipelines.study import PACK_RETRIES, place_pack_task
 
 PARAMETER = "experiment_spec"
 
@@ -52,8 +52,6 @@ def build_experiment_pipeline(experiment: ExperimentSpec, store_root: str = "",
                               retries: int = PACK_RETRIES):
     """The pipeline function, with ``experiment`` (and ``store_root``) as parameter
     defaults; arguments as ``pipelines.study.build_pipeline``'s."""
-    from kfp import kubernetes
-
     trainer = get_preset(preset)
     light_image = image_reference(LIGHT_IMAGE_NAME, images)
     # The pack tasks of every study run in one image: the user image where any study
@@ -71,12 +69,7 @@ def build_experiment_pipeline(experiment: ExperimentSpec, store_root: str = "",
                   description="One pack task of one study, with its retry policy (the loop body).")
     def train_pack_retried(experiment_spec: dict, item: dict, store_root: str):
         task = train_experiment_pack(experiment_spec=experiment_spec, item=item, store_root=store_root)
-        place(task, trainer, trainer_image, preset).set_display_name("train-pack")
-        task.set_caching_options(False)
-        if retries:
-            task.set_retry(num_retries=retries, backoff_duration=PACK_RETRY_BACKOFF,
-                           backoff_max_duration=PACK_RETRY_MAX_BACKOFF)
-        kubernetes.set_timeout(task, trainer.pack_timeout_seconds)
+        place_pack_task(task, trainer, trainer_image, preset, retries)
 
     @dsl.pipeline(name="experiment-round",
                   description="One search round of every study: plan their packs, train them in one pool.")

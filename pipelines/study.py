@@ -104,7 +104,6 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
     ``retries``: attempts after a pack task's first failure (kfp.local honours them too,
     backoff included, so a local run that wants a failure reported at once passes 0).
     """
-    from kfp import kubernetes
 
     trainer = get_preset(preset)
     light_image = image_reference(LIGHT_IMAGE_NAME, images)
@@ -119,12 +118,7 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
                   description="One pack task, with its retry policy (the loop body).")
     def train_pack_retried(study_spec: dict, pack: dict, store_root: str):
         task = train_pack(study_spec=study_spec, pack=pack, store_root=store_root)
-        place(task, trainer, trainer_image, preset).set_display_name("train-pack")
-        task.set_caching_options(False)
-        if retries:
-            task.set_retry(num_retries=retries, backoff_duration=PACK_RETRY_BACKOFF,
-                           backoff_max_duration=PACK_RETRY_MAX_BACKOFF)
-        kubernetes.set_timeout(task, trainer.pack_timeout_seconds)
+        place_pack_task(task, trainer, trainer_image, preset, retries)
 
     @dsl.pipeline(name="study-round",
                   description="One search round: plan its packs, then train them.")
@@ -158,6 +152,19 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
                 previous = this
 
     return study_pipeline
+
+
+def place_pack_task(task, trainer, image: str, preset: str, retries: int):
+    """A pack task as every pipeline places it: on the trainer's preset, uncached, retried
+    ``retries`` times with backoff, its pod's deadline the preset's pack timeout."""
+    from kfp import kubernetes
+
+    place(task, trainer, image, preset).set_display_name("train-pack")
+    task.set_caching_options(False)
+    if retries:
+        task.set_retry(num_retries=retries, backoff_duration=PACK_RETRY_BACKOFF,
+                       backoff_max_duration=PACK_RETRY_MAX_BACKOFF)
+    kubernetes.set_timeout(task, trainer.pack_timeout_seconds)
 
 
 def compile_pipeline(spec: StudySpec, output: str, store_root: str = "", preset: str = DEFAULT_PRESET,

@@ -78,20 +78,15 @@ def check_experiment_store(experiment: ExperimentSpec) -> None:
 def run_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> int:
     """``batchscale run --local EXPERIMENT``: the pipeline through kfp.local, with progress."""
     from batchscale.cli.experiment_report import print_experiment
-    from batchscale.cli.local_pipeline import polling_store, run_pipeline, run_with_signals
+    from batchscale.cli.local_pipeline import polling_store, run_files, run_pipeline, run_with_signals
     from batchscale.cli.options import table_width
     from batchscale.pipelines.progress import ExperimentTracker
     from batchscale.store.layout import StudyStore
 
     experiment = absolute_experiment(experiment, args)
     check_experiment_store(experiment)
-    work = os.path.abspath(args.work_dir)
-    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    log_path = os.path.join(work, "logs", f"{experiment.name}-{stamp}.log")
-    spec_path = os.path.join(work, f"{experiment.name}-{stamp}.experiment.json")
-    with open(spec_path, "w") as fh:
-        json.dump(experiment.to_dict(), fh)
+    work, log_path, spec_path = run_files(args.work_dir, experiment.name, experiment.to_dict(),
+                                          "experiment")
     print(f"experiment {experiment.name}: {experiment.axis.label} over "
           f"{', '.join(s.label for s in experiment.studies)}; {experiment.trials} trials in round 1, "
           f"store {StudyStore(experiment.folder).url()}")

@@ -193,6 +193,21 @@ def absolute_pythonpath(environ) -> dict:
                                           for e in entries.split(os.pathsep))}
 
 
+def run_files(work_dir: str, name: str, spec: dict, kind: str = "spec") -> tuple[str, str, str]:
+    """The run's work folder, its kfp task log and the spec handed to the child
+    (``<name>-<time>.<kind>.json``), the folders made and the spec written."""
+    import json
+
+    work = os.path.abspath(work_dir)
+    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path = os.path.join(work, "logs", f"{name}-{stamp}.log")
+    spec_path = os.path.join(work, f"{name}-{stamp}.{kind}.json")
+    with open(spec_path, "w") as fh:
+        json.dump(spec, fh)
+    return work, log_path, spec_path
+
+
 def run_with_signals(body) -> int:
     """``body()``'s exit status, with SIGTERM and SIGHUP turned into a clean stop (as
     Ctrl-C): the pipeline is ended, the resume hint said, the status 128 + the signal."""

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from batchscale.cli.local_pipeline import run_pipeline, run_with_signals
+from batchscale.cli.local_pipeline import run_files, run_pipeline, run_with_signals
 from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
@@ -75,13 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = StudyStore(spec.store)
     store.check_compatible(spec)  # refuse before anything is written
     check_recorded_rounds(spec, store)  # rounds trials were trained from that no spec gives
-    work = os.path.abspath(args.work_dir)
-    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    log_path = os.path.join(work, "logs", f"{spec.name}-{stamp}.log")
-    spec_path = os.path.join(work, f"{spec.name}-{stamp}.spec.json")
-    with open(spec_path, "w") as fh:
-        json.dump(spec.to_dict(), fh)
+    work, log_path, spec_path = run_files(args.work_dir, spec.name, spec.to_dict())
 
     total = len(spec.batch_sizes) * spec.trials_per_batch_size
     print(f"study {spec.name}: {spec.workload.label}"
