@@ -131,18 +131,21 @@ def _parse_axis(raw) -> Axis:
         (parameter, values), = values.items()
     where = f"axis.{kind}" + (f".{parameter}" if parameter else "")
     if not isinstance(values, list) or len(values) < (1 if kind == "goal" else 2):
-        _fail(where, f"must be a list of at least two values to compare, got {values!r}")
+        _fail(where, f"must be a list of at least two values to compare, got {values!r}; allowed: "
+              f"2 to {MAX_STUDIES} values (a goal ladder: 1 to {MAX_STUDIES} goals)")
     if len(values) > MAX_STUDIES:
         _fail(where, f"{len(values)} values; allowed: at most {MAX_STUDIES}")
     if kind in ("data_size", "classes"):
-        lowest = 2 if kind == "classes" else 1
-        values = [as_integer_in(where, v, lowest, 10**9) for v in values]
+        # each study's parse_spec checks a value against its data set (its classes, its
+        # training split); these are only the bounds of a sensible value
+        lowest, highest = (2, 100_000) if kind == "classes" else (1, 10**9)
+        values = [as_integer_in(where, v, lowest, highest) for v in values]
     elif kind in ("optimizer", "model", "goal"):
         bad = [v for v in values if not isinstance(v, str) or not v]
         if bad:
             _fail(where, f"{bad[0]!r} is not a name; allowed: a list of {kind} names")
     if len({str(v) for v in values}) != len(values):
-        _fail(where, "lists a value twice; give each value once")
+        _fail(where, "lists a value twice; allowed: each value once")
     return Axis(kind, tuple(values), str(parameter))
 
 

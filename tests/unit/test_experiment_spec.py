@@ -1,6 +1,8 @@
 """The experiment spec: each axis derives its studies from the resolved base through
 parse_spec, refuses bad input in one line, and every shipped experiment parses."""
 
+from pathlib import Path
+
 import pytest
 
 from batchscale.core.spec import SpecError
@@ -48,27 +50,53 @@ def test_other_axes():
     assert parse_experiment(raw(), store_root="gs://bucket/x").study("sgd").store == "gs://bucket/x/fig"
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"axis": {"optimizer": ["sgd"]}}, "axis.optimizer: must be a list of at least two values"),
-    ({"axis": {"speed": [1, 2]}}, "axis: unknown kind 'speed'; allowed: optimizer, model"),
-    ({"axis": {"optimizer": ["sgd", "sgd"]}}, "lists a value twice"),
-    ({"axis": {"optimizer": ["sgd", "adagrad"]}},
+# (case, what is changed in the experiment, the message's words); docs/bad-input.md's
+# "Experiments" table lists the same cases.
+CASES = [
+    ("one-value", {"axis": {"optimizer": ["sgd"]}},
+     "axis.optimizer: must be a list of at least two values to compare"),
+    ("unknown-axis", {"axis": {"speed": [1, 2]}}, "axis: unknown kind 'speed'; allowed: optimizer, model"),
+    ("value-twice", {"axis": {"optimizer": ["sgd", "sgd"]}}, "axis.optimizer: lists a value twice"),
+    ("unknown-optimizer", {"axis": {"optimizer": ["sgd", "adagrad"]}},
      "axis: optimizer 'adagrad' (study adagrad): workload.optimizer"),
-    ({"axis": {"fixed": {"label_smoothing": [0.0, 2.0]}}}, "axis: fixed label_smoothing 2.0"),
-    ({"axis": {"classes": [1, 2]}}, "axis.classes: 1 is out of range"),
-    ({"normalize_at": 3}, "normalize_at: batch size 3 is not measured by every study"),
-    ({"overrides": {"adam": {}}}, "overrides.adam: names no study of this experiment"),
-    ({"overrides": {"sgd": {"store": "/x"}}}, "overrides.sgd.store: is the experiment's to set"),
-    ({"experiment": "a/b"}, "experiment: 'a/b' is not allowed"),
-    ({"base": "nope"}, "base: 'nope' is not a shipped study"),
-    ({"base": {"workload": {"dataset": "mnist_5k", "model": "fc_128_128"}, "trials_per_batch_size": 0}},
+    ("fixed-out-of-range", {"axis": {"fixed": {"label_smoothing": [0.0, 2.0]}}},
+     "axis: fixed label_smoothing 2.0"),
+    ("one-class", {"axis": {"classes": [1, 2]}}, "axis.classes: 1 is out of range"),
+    ("data-size-zero", {"axis": {"data_size": [0, 500]}}, "axis.data_size: 0 is out of range"),
+    ("data-size-too-large", {"axis": {"data_size": [500, 9000]}},
+     "axis: data_size 9000 (study train_9000): workload.options.train_size"),
+    ("study-named-comparison", {"axis": {"model": ["comparison", "fc_64"]}},
+     "axis.model: a value gives the study name 'comparison'"),
+    ("normalize-unmeasured", {"normalize_at": 3}, "normalize_at: batch size 3 is not measured by every study"),
+    ("override-unknown-study", {"overrides": {"adam": {}}}, "overrides.adam: names no study of this experiment"),
+    ("override-store", {"overrides": {"sgd": {"store": "/x"}}}, "overrides.sgd.store: is the experiment's to set"),
+    ("name-slash", {"experiment": "a/b"}, "experiment: 'a/b' is not allowed"),
+    ("base-unknown", {"base": "nope"}, "base: 'nope' is not a shipped study"),
+    ("base-bad-field", {"base": {"workload": {"dataset": "mnist_5k", "model": "fc_128_128"},
+                                 "trials_per_batch_size": 0}},
      "base.trials_per_batch_size: 0 is out of range"),
-    ({"colour": 1}, "colour: unknown experiment field"),
-])
-def test_bad_experiments_are_refused_in_one_line(changes, message):
+    ("unknown-field", {"colour": 1}, "colour: unknown experiment field"),
+]
+
+
+@pytest.mark.parametrize("case, changes, message", CASES, ids=[c[0] for c in CASES])
+def test_bad_experiments_are_refused_in_one_line(case, changes, message):
     with pytest.raises(SpecError) as err:
         parse_experiment(raw(**changes))
-    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
+
+
+def test_docs_bad_input_lists_every_experiment_case():
+    """docs/bad-input.md's "Experiments" table: one row per case, the same words."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "bad-input.md").read_text()
+    section = doc.split("## Experiments", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1].strip("`")
+    assert rows == {case: message for case, _, message in CASES}
+    assert f"Cases tested: {len(CASES)}." in section
 
 
 def test_every_shipped_experiment_parses_and_round_trips():
