@@ -52,3 +52,29 @@ def test_a_study_may_not_take_an_experiments_folder(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is an experiment's folder (it holds experiment.json)" in err
     assert not (folder / "study_spec.json").exists()
+
+
+def test_a_bad_or_changed_experiment_is_refused_before_anything_is_written(tmp_path, capsys):
+    """run --local of an experiment: a bad one, and one whose study in the store was run
+    with another spec, exit 2 with one line; the store stays byte for byte as it was."""
+    import json
+
+    from tests.integration.test_cli_bad_input import _snapshot
+
+    store = tmp_path / "store"
+    folder = store / "fig" / "sgd"
+    folder.mkdir(parents=True)
+    stored = parse_experiment({"experiment": "fig", "store": str(store), "base": "quickstart",
+                               "axis": {"optimizer": ["sgd", "momentum"]}}).study("sgd").to_dict()
+    stored["seed"] = 7  # the study in the store was run with another seed
+    (folder / "study_spec.json").write_text(json.dumps(stored))
+    before = _snapshot(store)
+    for axis, message in (({"optimizer": ["sgd", "adagrad"]}, "axis: optimizer 'adagrad'"),
+                          ({"optimizer": ["sgd", "momentum"]}, "seed")):
+        spec = tmp_path / "exp.yaml"
+        spec.write_text(yaml.safe_dump({"experiment": "fig", "store": str(store), "base": "quickstart",
+                                        "axis": axis}))
+        assert main(["run", "--local", str(spec), "--work-dir", str(tmp_path / "work")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+        assert _snapshot(store) == before
