@@ -14,6 +14,7 @@ from batchscale.analysis.statistics.findings import (
     compare_bounds,
     goal_findings,
     pairwise_findings,
+    reach,
     small_batch,
 )
 from batchscale.analysis.statistics.intervals import regime_bound
@@ -108,3 +109,38 @@ def test_b_star_past_the_fit_grid_bounds_alpha_from_one_side_only():
     assert fit.alpha.kind == "at least" and fit.alpha.low > 0, fit.finding.sentence
     assert f"α = {fit.alpha.text()}" in fit.finding.sentence
     assert "grows with D (bounded from below only" in fit.finding.sentence
+
+
+def _with_row(c: Curve, batch_size: int, **row) -> Curve:
+    """``c`` with one more row of its steps table (a batch size measured, not reached)."""
+    extra = pd.DataFrame([{"batch_size": batch_size, "steps_to_result": math.nan, "reached": 0,
+                           "trials": 12, **row}])
+    return Curve(c.name, pd.concat([c.steps, extra], ignore_index=True), c.fit)
+
+
+def test_by_batch_size_claims_nothing_where_neither_curve_reached_the_goal():
+    # S_min 1000 against 3000: the fits' bands separate everywhere, also where they only
+    # extrapolate (batch size 4096, measured by both, reached by neither)
+    a = _with_row(curve("ls_0", 1000, 64, 31, sizes=SIZES[:6]), 4096)
+    b = _with_row(curve("ls_0.1", 3000, 64, 32, sizes=SIZES[:6]), 4096)
+    found = next(f for f in pairwise_findings("fixed", "fixed ls", [a, b]) if f.topic == "by_batch_size")
+    assert found.resolved and found.numbers["fewer_steps"]["ls_0"], found.sentence
+    assert 4096 not in found.numbers["fewer_steps"]["ls_0"] and "4096" not in found.sentence
+
+
+def test_reach_does_not_call_unfinished_or_early_stopped_trials_not_reached():
+    a = _with_row(curve("sgd", 1000, 64, 33, sizes=SIZES[:6]), 128, steps_to_result=40.0, reached=3)
+    for row, said in (({"incomplete": 2, "censored": ""}, False),
+                      ({"incomplete": 0, "censored": "stopped early"}, False),
+                      ({"incomplete": 0, "censored": ""}, True)):
+        b = _with_row(curve("momentum", 1000, 64, 34, sizes=SIZES[:6]), 128, **row)
+        found = reach("optimizer", a, b)
+        assert (found is not None and 128 in found.numbers["only"]["sgd"]) is said, row
+
+
+def test_goal_shift_with_an_unbounded_b_star_is_not_called_a_vertical_shift():
+    easy = curve("error<0.1", 1000, 64, 35)
+    flat = Curve("error<0.05", easy.steps, None)  # not fitted: its B* says nothing
+    shift = goal_findings([easy, flat])[0]
+    assert not shift.resolved and "not resolved by this data" in shift.sentence
+    assert "vertical shift" not in shift.sentence

@@ -18,9 +18,11 @@ The tests, per axis (docs/experiments.md gives the paper's claim each one checks
   difference of their steps there, max/min - 1. A measurement, not a claim of equality: resolved when
   there is such a batch size.
 - ``reach`` (every pairwise axis): batch sizes measured by both where one reached the goal
-  and the other did not (a fact of the tables: resolved when there is one).
-- ``by_batch_size`` (fixed; §4.6): batch sizes where the fits' 95% bands
-  (``RegimeFit.band``) are disjoint: the steps differ beyond the fits' resolution there.
+  and the other's trials there are over without reaching it (none interrupted, none whose
+  early stop hid a crossing): a fact of the tables, resolved when there is one.
+- ``by_batch_size`` (fixed; §4.6): batch sizes both curves reached where the fits' 95%
+  bands (``RegimeFit.band``) are disjoint: the steps differ beyond the fits' resolution
+  there (elsewhere a band is an extrapolation, and no claim is made).
 - ``goal_shift`` (goal; §4.2): consecutive goals of the ladder: B* compared by the
   disjoint rule (disjoint: the goal changes the curve's shape, not only its height), and
   ``goal_ratio``: the ratio of steps between the goals at each batch size both reached;
@@ -192,13 +194,29 @@ def _text(curve: Curve, shown: Bound) -> str:
     return "undetermined" if fitted else "not fitted"
 
 
+def _not_reached(curve: Curve) -> set:
+    """Batch sizes where the curve's trials are over and none reached the goal: a row with
+    no steps to result, no trial left unfinished (``incomplete``: interrupted, it may
+    still reach) and no trial whose early stop hid a crossing (``censored``: "stopped
+    early"). A row without those columns counts as over."""
+    rows = curve.steps
+    missing = rows[STEPS].isna()
+    if "incomplete" in rows:
+        missing &= rows["incomplete"].fillna(0) == 0
+    if "censored" in rows:
+        missing &= rows["censored"].fillna("") == ""
+    return {int(B) for B in rows.loc[missing, "batch_size"]}
+
+
 def reach(axis: str, a: Curve, b: Curve, always: bool = False) -> Finding | None:
-    """Batch sizes measured by both where exactly one reached the goal (None: there are
-    none and ``always`` is False)."""
+    """Batch sizes measured by both where exactly one reached the goal and the other's
+    trials there are over without reaching it (``_not_reached``); None: there are none and
+    ``always`` is False."""
     sa, sb = _reached(a), _reached(b)
     common = sorted(set(sa.index) & set(sb.index))
-    only = {c.name: [int(B) for B in common if math.isfinite(s1[B]) and not math.isfinite(s2[B])]
-            for c, s1, s2 in ((a, sa, sb), (b, sb, sa))}
+    over = {a.name: _not_reached(a), b.name: _not_reached(b)}
+    only = {c.name: [int(B) for B in common if math.isfinite(s1[B]) and int(B) in over[o.name]]
+            for c, s1, o in ((a, sa, b), (b, sb, a))}
     parts = [f"at batch size(s) {_sizes(sizes)} {name} reaches the goal and {other} does not"
              for (name, sizes), other in zip(only.items(), (b.name, a.name)) if sizes]
     if not parts:
@@ -213,10 +231,15 @@ def reach(axis: str, a: Curve, b: Curve, always: bool = False) -> Finding | None
 def by_batch_size(axis: str, a: Curve, b: Curve) -> Finding:
     """Batch sizes where the two fits' 95% bands are disjoint."""
     fitted = all(c.fit is not None and c.fit.fitted and c.fit.samples is not None for c in (a, b))
-    common = sorted(set(_reached(a).index) & set(_reached(b).index))
-    if not fitted or not common:
+    if not fitted:
         return Finding(axis, "by_batch_size", (a.name, b.name), f"{a.name} against {b.name} by "
                        "batch size: not resolved by this data (no bootstrap band for both)")
+    # only where both curves reached the goal (the points both fits rest on): elsewhere a
+    # band is the fit's extrapolation, not a measurement of the steps there
+    common = sorted(set(a.fit.batch_sizes) & set(b.fit.batch_sizes))
+    if not common:
+        return Finding(axis, "by_batch_size", (a.name, b.name), f"{a.name} against {b.name} by "
+                       "batch size: not resolved by this data (no batch size both reached)")
     (la, ha), (lb, hb) = a.fit.band(common), b.fit.band(common)
     fewer = {a.name: [int(B) for B, h1, l2 in zip(common, ha, lb) if h1 < l2],
              b.name: [int(B) for B, h1, l2 in zip(common, hb, la) if h1 < l2]}
@@ -260,12 +283,13 @@ def goal_findings(curves: list[Curve]) -> list[Finding]:
     out = []
     for a, b in zip(curves, curves[1:]):
         found = compare_bounds("goal", "goal_shift", a, b, "b_star")
-        if not found.resolved:
-            found = Finding("goal", "goal_shift", found.studies, found.sentence + ", as a purely "
-                            "vertical shift of the curve would have it", found.numbers, False)
-        else:
+        if found.resolved:
             found = Finding("goal", "goal_shift", found.studies, found.sentence + ": the goal "
                             "changes the curve's shape, not only its height", found.numbers, True)
+        elif all(_ends(_estimate(c, "b_star")) is not None for c in (a, b)):
+            # overlapping intervals; with a B* not bounded at all the data say nothing either way
+            found = Finding("goal", "goal_shift", found.studies, found.sentence + ", as a purely "
+                            "vertical shift of the curve would have it", found.numbers, False)
         out += [found, goal_ratio(a, b)]
     return out
 
