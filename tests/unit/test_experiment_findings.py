@@ -3,6 +3,7 @@ resolved sentences carry both numbers, overlapping intervals say "not resolved",
 recovers its exponent, a goal ladder's ratio of steps is stated. The regime fits use 200
 resamples to stay fast."""
 
+import json
 import math
 
 import numpy as np
@@ -109,6 +110,9 @@ def test_b_star_past_the_fit_grid_bounds_alpha_from_one_side_only():
     assert fit.alpha.kind == "at least" and fit.alpha.low > 0, fit.finding.sentence
     assert f"α = {fit.alpha.text()}" in fit.finding.sentence
     assert "grows with D (bounded from below only" in fit.finding.sentence
+    # that B* itself is past the grid (inf): comparison.json (allow_nan=False) still takes it
+    assert fits[-1].b_star.value == math.inf and fit.finding.numbers["b_star"][-1] is None
+    json.dumps([fit.finding.to_dict(), fit.to_dict()], allow_nan=False)
 
 
 def _with_row(c: Curve, batch_size: int, **row) -> Curve:

@@ -114,11 +114,11 @@ def fit_exponent(sizes, fits, names, axis: str = "data_size") -> ExponentFit:
             f"α = {alpha.text()} (95% interval, {n} paired resamples): {view}")
     if mixed.any():
         text += f"; {int(mixed.sum())} resample(s) with B* off the fit grid both ways left out"
+    b_star = [float(r[1].b_star.value) for r in rows]  # inf: past the fit grid (JSON: null)
     numbers = {"alpha": alpha.numbers(), "c": c if math.isfinite(c) else None,
-               "sizes": [r[0] for r in rows], "b_star": [float(r[1].b_star.value) for r in rows]}
+               "sizes": [r[0] for r in rows], "b_star": [v if math.isfinite(v) else None for v in b_star]}
     finding = Finding(axis, "b_star_exponent", labels, text, numbers, resolved)
-    return ExponentFit(tuple(r[0] for r in rows), tuple(float(r[1].b_star.value) for r in rows),
-                       alpha, c, view, finding, n)
+    return ExponentFit(tuple(r[0] for r in rows), tuple(b_star), alpha, c, view, finding, n)
 
 
 def _view(alpha: Bound) -> tuple[str, bool]:
