@@ -148,3 +148,11 @@ def test_goal_shift_with_an_unbounded_b_star_is_not_called_a_vertical_shift():
     shift = goal_findings([easy, flat])[0]
     assert not shift.resolved and "not resolved by this data" in shift.sentence
     assert "vertical shift" not in shift.sentence
+
+
+def test_goal_ratio_leaves_out_a_goal_met_at_step_0():
+    easy, hard = curve("error<0.9", 1000, 64, 36), curve("error<0.05", 2000, 64, 36)
+    easy.steps.loc[easy.steps["batch_size"] == 2, "steps_to_result"] = 0.0  # untrained model beats it
+    ratio = goal_findings([easy, hard])[1]
+    assert "2" not in ratio.numbers["ratios"] and all(1.8 < r < 2.2 for r in ratio.numbers["ratios"].values())
+    json.dumps(ratio.to_dict(), allow_nan=False)

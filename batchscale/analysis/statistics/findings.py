@@ -295,8 +295,10 @@ def goal_findings(curves: list[Curve]) -> list[Finding]:
 
 
 def goal_ratio(a: Curve, b: Curve) -> Finding:
+    """The ratio of steps, b over a, at the batch sizes both reached after a step (a goal
+    met at step 0, before training, gives no ratio)."""
     sa, sb = _reached(a), _reached(b)
-    common = sorted(set(sa.dropna().index) & set(sb.dropna().index))
+    common = sorted(set(sa[sa > 0].index) & set(sb[sb > 0].index))
     if not common:
         return Finding("goal", "goal_ratio", (a.name, b.name), f"no batch size reached both "
                        f"{a.name} and {b.name}: no ratio of steps", {}, False)
