@@ -13,6 +13,7 @@ console's text.
 from __future__ import annotations
 
 import json
+import math
 
 from batchscale.analysis.compare import compare_studies
 from batchscale.analysis.figures.plots_experiment import b_star_by_data_size_plot
@@ -32,6 +33,7 @@ from batchscale.analysis.statistics.experiment_comparison import (
     curves_of,
     experiment_findings,
 )
+from batchscale.analysis.statistics.intervals import AT_LEAST, AT_MOST, INTERVAL, VALUE, regime_bound
 from batchscale.analysis.statistics.robustness import robustness_table
 from batchscale.core.experiment import COMPARISON_FOLDER, ExperimentSpec
 from batchscale.store.filesystem import open_root
@@ -54,12 +56,7 @@ def compare_experiment(experiment: ExperimentSpec) -> ExperimentComparison:
     findings, exponent = experiment_findings(experiment, curves)
     figures = dict(comparison.figures)
     if exponent is not None:
-        points = []
-        for study, curve in zip(experiment.studies, curves):
-            fit = curve.fit
-            if fit is not None and fit.fitted:
-                e = fit.b_star
-                points.append((float(study.value), e.value, e.low, e.high))
+        points = b_star_points([s.value for s in experiment.studies], curves)
         alpha = exponent.alpha
         figures[FIGURE_B_STAR] = b_star_by_data_size_plot(
             points, exponent.alpha.value if alpha.value is not None else float("nan"), exponent.c,
@@ -71,6 +68,26 @@ def compare_experiment(experiment: ExperimentSpec) -> ExperimentComparison:
             f"{experiment.name}: best and {ordinal(experiment.robustness_k)} trial")
     return ExperimentComparison(experiment, comparison, curves, findings, exponent, figures,
                                 robustness=robustness)
+
+
+def b_star_points(sizes, curves) -> list[tuple[float, float, float, float]]:
+    """(D, B*, low, high) per data size for the B*(D) figure, in the one notation the
+    pages write (``intervals.regime_bound``): a B* the data bound from below only is drawn
+    at its lower bound, open upwards (high inf), from above only at its upper bound, open
+    downwards (low 0); an undetermined or unfitted one is left out."""
+    points = []
+    for size, curve in zip(sizes, curves):
+        if curve.fit is None or not curve.fit.fitted:
+            continue
+        shown = regime_bound(curve.fit.b_star)
+        if shown.kind == AT_LEAST:
+            points.append((float(size), shown.low, shown.low, math.inf))
+        elif shown.kind == AT_MOST:
+            points.append((float(size), shown.high, 0.0, shown.high))
+        elif shown.kind in (INTERVAL, VALUE):
+            low, high = (shown.low, shown.high) if shown.kind == INTERVAL else (math.nan, math.nan)
+            points.append((float(size), shown.value, low, high))
+    return points
 
 
 def _robustness(experiment: ExperimentSpec, comparison) -> dict:

@@ -156,3 +156,16 @@ def test_goal_ratio_leaves_out_a_goal_met_at_step_0():
     ratio = goal_findings([easy, hard])[1]
     assert "2" not in ratio.numbers["ratios"] and all(1.8 < r < 2.2 for r in ratio.numbers["ratios"].values())
     json.dumps(ratio.to_dict(), allow_nan=False)
+
+
+def test_b_star_figure_points_follow_the_one_notation():
+    from batchscale.analysis.experiment import b_star_points
+
+    past = curve("train_8000", 1000, 1e8, 23)  # pure 1/B: B* bounded from below only
+    inside = curve("train_1000", 1000, 64, 20)
+    (d1, v1, lo1, hi1), (d2, v2, lo2, hi2) = b_star_points([1000, 8000], [inside, past])
+    shown = regime_bound(inside.fit.b_star)
+    assert (d1, v1, lo1, hi1) == (1000.0, shown.value, shown.low, shown.high)
+    low = regime_bound(past.fit.b_star).low
+    assert (d2, v2, lo2, hi2) == (8000.0, low, low, math.inf)  # drawn at its bound, open upwards
+    assert b_star_points([1], [Curve("none", inside.steps, None)]) == []
