@@ -169,3 +169,28 @@ def test_b_star_figure_points_follow_the_one_notation():
     low = regime_bound(past.fit.b_star).low
     assert (d2, v2, lo2, hi2) == (8000.0, low, low, math.inf)  # drawn at its bound, open upwards
     assert b_star_points([1], [Curve("none", inside.steps, None)]) == []
+
+
+def _fit_with_log_b_star(c: np.ndarray, sizes=(8, 16, 32, 64, 128, 256)):
+    """A fitted RegimeFit whose resamples' log B* are ``c`` (log S_min 7 throughout)."""
+    from batchscale.analysis.statistics.regimes import Estimate, RegimeFit
+
+    b = float(np.exp(np.median(c)))
+    e = Estimate(b, b / 2, b * 2, "measured")
+    return RegimeFit(True, "", Estimate(1000.0, 900.0, 1100.0, "measured"), e, e, e, tuple(sizes),
+                     tuple(1000.0 for _ in sizes), len(c), 0.95, (),
+                     point=(7.0, float(np.median(c))), samples=np.column_stack([np.full(len(c), 7.0), c]))
+
+
+def test_a_slope_with_b_star_off_the_grid_bounds_alpha_from_below_at_its_own_value():
+    from batchscale.analysis.statistics.scaling_curve import GRID_MARGIN
+
+    top = math.log(256) + GRID_MARGIN  # the fit grid's top over batch sizes 8..256
+    rng = np.random.default_rng(0)
+    sizes = (1000, 2000, 4000, 8000)
+    c = np.array([math.log(d / 1000) + 3.0 + rng.normal(0, 0.05, 200) for d in sizes])  # α ≈ 1
+    c[:3, :20] = top - 0.1  # 10% of resamples: three sizes high on the grid, the largest off it
+    c[3, :20] = top
+    fit = fit_exponent(sizes, [_fit_with_log_b_star(row) for row in c], [f"train_{d}" for d in sizes])
+    # those resamples' slopes are only known to be >= about 0.03: the lower end says so
+    assert fit.alpha.kind == "at least" and 0 < fit.alpha.low < 0.1, fit.finding.sentence

@@ -9,9 +9,11 @@ batch size and data size) measures α for its workload.
 study's regime bootstrap (``RegimeFit.samples``: (log S_min, log B*) per resample) and fits
 the slope of each such set. A resample whose B* ran off the fit grid (more than 256 times
 past the measured batch sizes) gives no number: a B* off the top of a size above the mean
-log D (or off the bottom of one below it) only raises the true slope, so that slope is a
-lower bound and counts as +∞; the mirror case counts as -∞; a resample with edges pushing
-both ways is left out (and when more than ``MAX_MIXED`` of them are, α is undetermined).
+log D (or off the bottom of one below it) only raises the true slope, so the slope computed
+at the grid's edge is a lower bound: it stands for the resample at the interval's lower end,
+and +∞ at its upper end; the mirror case is an upper bound (and -∞ at the lower end); a
+resample with edges pushing both ways is left out (and when more than ``MAX_MIXED`` of them
+are, α is undetermined).
 The interval's ends are order statistics, so an open end stays infinite and the one
 notation (``intervals.bound``) shows a one-sided bound.
 """
@@ -93,18 +95,22 @@ def fit_exponent(sizes, fits, names, axis: str = "data_size") -> ExponentFit:
     up = ((edges > 0) & above) | ((edges < 0) & ~above)  # the true slope only rises
     down = ((edges > 0) & ~above) | ((edges < 0) & above)
     slopes = _slope(x, y)
-    slopes = np.where(up.any(axis=1), math.inf, slopes)
-    slopes = np.where(down.any(axis=1), -math.inf, slopes)
-    mixed = up.any(axis=1) & down.any(axis=1)
-    kept = slopes[~mixed]
+    up, down = up.any(axis=1), down.any(axis=1)
+    mixed = up & down
+    # a slope with a B* off the grid is a bound on the true one: from below where it can
+    # only rise (up), so it stands for the interval's lower end and +inf for the upper;
+    # the mirror case from above (module docstring)
+    lows = np.where(down, -math.inf, slopes)[~mixed]
+    highs = np.where(up, math.inf, slopes)[~mixed]
+    kept = np.where(up, math.inf, np.where(down, -math.inf, slopes))[~mixed]
     points = np.array([r[1].point[1] for r in rows])
     alpha_point = float(_slope(x, points)) if np.isfinite(points).all() else math.nan
     if mixed.mean() > MAX_MIXED or not len(kept):
         alpha = Bound("unknown")
     else:
         tail = (1 - LEVEL) / 2
-        low = float(np.quantile(kept, tail, method="lower"))
-        high = float(np.quantile(kept, 1 - tail, method="higher"))
+        low = float(np.quantile(lows, tail, method="lower"))
+        high = float(np.quantile(highs, 1 - tail, method="higher"))
         value = alpha_point if math.isfinite(alpha_point) else float(np.quantile(kept, 0.5, method="lower"))
         alpha = bound(value, low, high)
     c = math.exp(points.mean() - alpha_point * x.mean()) if math.isfinite(alpha_point) else math.nan
