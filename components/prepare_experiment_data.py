@@ -14,13 +14,14 @@ def prepare_experiment_data(experiment_spec: dict, store_root: str, workload: Ou
     experiment in the store, and show each study's model and data in the Kubeflow UI.
     Returns the experiment's folder."""
     from batchscale.core.workload_card import workload_markdown
-    from batchscale.store.experiment_record import write_experiment_record
+    from batchscale.store.experiment_record import refuse_study_folder, write_experiment_record
     from batchscale.store.layout import StudyStore
     from batchscale.validation.experiment_spec import parse_experiment
     from batchscale.workloads.dataset_registry import dataset_for
     from batchscale.workloads.prepare import prepare_dataset
 
     experiment = parse_experiment(experiment_spec, store_root)
+    refuse_study_folder(experiment.store, experiment.name)  # a cluster run: nothing written yet
     write_experiment_record(experiment.store, experiment.name, experiment.to_dict())
     prepared, cards = {}, []
     for study in experiment.studies:

@@ -18,7 +18,6 @@ import sys
 import time
 
 from batchscale.core.experiment import ExperimentSpec
-from batchscale.core.spec import SpecError
 
 
 def absolute_experiment(experiment: ExperimentSpec, args) -> ExperimentSpec:
@@ -60,13 +59,12 @@ def check_experiment_store(experiment: ExperimentSpec) -> None:
     """Refuse before anything is written: an unwritable store, a study folder in the
     experiment's place, a study whose stored spec or rounds differ (each study's own checks)."""
     from batchscale.rounds.planner import check_recorded_rounds
-    from batchscale.store.filesystem import check_no_escaping_links, check_store_writable, open_root
+    from batchscale.store.experiment_record import refuse_study_folder
+    from batchscale.store.filesystem import check_no_escaping_links, check_store_writable
     from batchscale.store.layout import StudyStore
 
     check_store_writable(experiment.store)
-    if open_root(experiment.store).exists(f"{experiment.name}/study_spec.json"):
-        raise SpecError(f"experiment: {experiment.folder} is a study's folder (it holds "
-                        "study_spec.json); give the experiment another name or store")
+    refuse_study_folder(experiment.store, experiment.name)
     check_no_escaping_links(experiment.store, (experiment.name,))
     for spec in experiment.specs:
         check_no_escaping_links(spec.store, (spec.name, "datasets"))

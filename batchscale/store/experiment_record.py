@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from batchscale.core.errors import SpecError
 from batchscale.store.filesystem import open_root
 from batchscale.store.json_files import read_json_object
 
@@ -32,3 +33,13 @@ def read_experiment_record(location: str) -> tuple[dict | None, str | None]:
 def is_experiment_folder(location: str) -> bool:
     """Whether ``location`` holds an experiment's record (a folder ``report`` reads as one)."""
     return open_root(location).exists(EXPERIMENT_FILE)
+
+
+def refuse_study_folder(root: str, name: str) -> None:
+    """Refuse (one-line SpecError) an experiment ``name`` whose folder under ``root`` is a
+    study's (it holds study_spec.json): its record and studies would land among that
+    study's files. Every way in checks it before writing: ``run --local`` before the
+    pipeline starts, the pipeline's first task (a cluster run) before the record."""
+    if open_root(root).exists(f"{name}/study_spec.json"):
+        raise SpecError(f"experiment: {root.rstrip('/')}/{name} is a study's folder (it holds "
+                        "study_spec.json); give the experiment another name or store")

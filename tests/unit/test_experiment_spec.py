@@ -110,3 +110,19 @@ def test_every_shipped_experiment_parses_and_round_trips():
         again = parse_experiment(experiment.to_dict())  # the form that crosses KFP
         assert again.specs == experiment.specs, name
         assert all(s.spec.name == s.label for s in experiment.studies)
+
+
+def test_an_experiment_over_a_study_folder_is_refused_by_the_pipelines_first_task(tmp_path):
+    """A cluster run has no ``run --local`` preflight: its first task refuses an experiment
+    whose folder is a study's before it writes the experiment's record there."""
+    from types import SimpleNamespace
+
+    from batchscale.components.prepare_experiment_data import prepare_experiment_data
+
+    (tmp_path / "fig").mkdir()
+    (tmp_path / "fig" / "study_spec.json").write_text("{}")
+    out = SimpleNamespace(path=str(tmp_path / "card.md"))
+    with pytest.raises(SpecError, match=r"^experiment: .*/fig is a study's folder"):
+        prepare_experiment_data.python_func(experiment_spec=raw(store=str(tmp_path)),
+                                            store_root="", workload=out)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["fig", "study_spec.json"]
