@@ -139,7 +139,9 @@ def test_reach_does_not_call_unfinished_or_early_stopped_trials_not_reached():
                       ({"incomplete": 0, "censored": ""}, True)):
         b = _with_row(curve("momentum", 1000, 64, 34, sizes=SIZES[:6]), 128, **row)
         found = reach("optimizer", a, b)
-        assert (found is not None and 128 in found.numbers["only"]["sgd"]) is said, row
+        assert (128 in found.numbers["only"]["sgd"]) is said, row
+        assert (found.numbers["open"] == [128]) is not said and found.resolved is said
+        assert ("does not" in found.sentence) is said and ("not resolved" in found.sentence) is not said
 
 
 def test_goal_shift_with_an_unbounded_b_star_is_not_called_a_vertical_shift():

@@ -210,22 +210,29 @@ def _not_reached(curve: Curve) -> set:
 
 def reach(axis: str, a: Curve, b: Curve, always: bool = False) -> Finding | None:
     """Batch sizes measured by both where exactly one reached the goal and the other's
-    trials there are over without reaching it (``_not_reached``); None: there are none and
-    ``always`` is False."""
+    trials there are over without reaching it (``_not_reached``); batch sizes where the
+    other's are not over are named as open. None: there are neither and ``always`` is False."""
     sa, sb = _reached(a), _reached(b)
     common = sorted(set(sa.index) & set(sb.index))
     over = {a.name: _not_reached(a), b.name: _not_reached(b)}
-    only = {c.name: [int(B) for B in common if math.isfinite(s1[B]) and int(B) in over[o.name]]
-            for c, s1, o in ((a, sa, b), (b, sb, a))}
+    one = {c.name: [int(B) for B in common if math.isfinite(s1[B]) and not math.isfinite(s2[B])]
+           for c, s1, s2 in ((a, sa, sb), (b, sb, sa))}
+    only = {name: [B for B in sizes if B in over[other]]
+            for (name, sizes), other in zip(one.items(), (b.name, a.name))}
+    open_ = sorted(B for sizes, done in zip(one.values(), only.values()) for B in sizes if B not in done)
     parts = [f"at batch size(s) {_sizes(sizes)} {name} reaches the goal and {other} does not"
              for (name, sizes), other in zip(only.items(), (b.name, a.name)) if sizes]
+    numbers = {"only": only, "open": open_}
+    unknown = (f"at batch size(s) {_sizes(open_)} one reaches the goal and the other's trials "
+               "are unfinished or stopped early: not resolved by this data") if open_ else ""
     if not parts:
-        if not always:
+        if not always and not open_:
             return None
-        return Finding(axis, "reach", (a.name, b.name), f"{a.name} and {b.name} reach the goal "
-                       f"at the same batch sizes of the {len(common)} both measured",
-                       {"only": only}, False)
-    return Finding(axis, "reach", (a.name, b.name), "; ".join(parts), {"only": only}, True)
+        return Finding(axis, "reach", (a.name, b.name), unknown or f"{a.name} and {b.name} reach "
+                       f"the goal at the same batch sizes of the {len(common)} both measured",
+                       numbers, False)
+    return Finding(axis, "reach", (a.name, b.name), "; ".join(parts + [unknown] * bool(open_)),
+                   numbers, True)
 
 
 def by_batch_size(axis: str, a: Curve, b: Curve) -> Finding:
