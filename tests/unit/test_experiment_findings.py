@@ -13,11 +13,11 @@ from batchscale.analysis.statistics.b_star_exponent import fit_exponent
 from batchscale.analysis.statistics.findings import (
     Curve,
     compare_bounds,
-    goal_findings,
     pairwise_findings,
     reach,
     small_batch,
 )
+from batchscale.analysis.statistics.goal_ladder import goal_findings
 from batchscale.analysis.statistics.intervals import regime_bound
 from batchscale.analysis.statistics.regimes import fit_regimes
 from tests.synthetic import synthetic_crossings

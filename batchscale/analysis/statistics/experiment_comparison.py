@@ -15,9 +15,9 @@ from batchscale.analysis.statistics.findings import (
     PAIRWISE_TESTS,
     Curve,
     Finding,
-    goal_findings,
     pairwise_findings,
 )
+from batchscale.analysis.statistics.goal_ladder import goal_findings
 from batchscale.core.experiment import ExperimentSpec
 
 

@@ -23,10 +23,7 @@ The tests, per axis (docs/experiments.md gives the paper's claim each one checks
 - ``by_batch_size`` (fixed; §4.6): batch sizes both curves reached where the fits' 95%
   bands (``RegimeFit.band``) are disjoint: the steps differ beyond the fits' resolution
   there (elsewhere a band is an extrapolation, and no claim is made).
-- ``goal_shift`` (goal; §4.2): consecutive goals of the ladder: B* compared by the
-  disjoint rule (disjoint: the goal changes the curve's shape, not only its height), and
-  ``goal_ratio``: the ratio of steps between the goals at each batch size both reached;
-  "roughly constant" only when its max/min is at most ``RATIO_SPREAD``.
+- ``goal_shift``, ``goal_ratio`` (goal; §4.2): a goal ladder (``goal_ladder``).
 - data_size: B*(D) = c·D^α (``b_star_exponent``).
 
 Pairs: every pair when an axis has at most ``ALL_PAIRS_UP_TO`` values, else each value
@@ -53,7 +50,6 @@ from batchscale.analysis.statistics.intervals import (
 from batchscale.analysis.statistics.regimes import RegimeFit
 
 ALL_PAIRS_UP_TO = 4
-RATIO_SPREAD = 1.25  # the goal ratio's max/min up to which it is called roughly constant
 STEPS = "steps_to_result"
 QUANTITY_WORDS = {"perfect_scaling_end": "perfect scaling ends at",
                   "b_star": "critical batch size B* is", "s_min": "S_min is"}
@@ -97,14 +93,15 @@ class Curve:
     fit: RegimeFit | None
 
 
-def _estimate(curve: Curve, quantity: str) -> Bound:
+def estimate_of(curve: Curve, quantity: str) -> Bound:
+    """The curve's regime ``quantity`` in the one notation (UNKNOWN: not fitted)."""
     fit = curve.fit
     if fit is None or not fit.fitted:
         return Bound(UNKNOWN)
     return regime_bound(getattr(fit, quantity), steps=quantity == "s_min")
 
 
-def _ends(b: Bound) -> tuple[float, float] | None:
+def interval_ends(b: Bound) -> tuple[float, float] | None:
     """The interval's ends, an open end as 0 or infinity; None without an interval."""
     if b.kind == INTERVAL:
         return b.low, b.high
@@ -121,14 +118,14 @@ def bound_numbers(b: Bound) -> dict:
 
 def compare_bounds(axis: str, topic: str, a: Curve, b: Curve, quantity: str) -> Finding:
     """The disjoint-interval rule for one quantity of two curves."""
-    ba, bb = _estimate(a, quantity), _estimate(b, quantity)
+    ba, bb = estimate_of(a, quantity), estimate_of(b, quantity)
     words = QUANTITY_WORDS[quantity]
     head = f"{a.name}'s {words} {_text(a, ba)} against {b.name}'s {_text(b, bb)}"
     if UNKNOWN in (ba.kind, bb.kind):  # "ends at undetermined" does not read
         head = (f"{QUANTITY_NAMES[quantity]}: {a.name}'s {_text(a, ba)}, "
                 f"{b.name}'s {_text(b, bb)}")
     numbers = {a.name: bound_numbers(ba), b.name: bound_numbers(bb)}
-    ea, eb = _ends(ba), _ends(bb)
+    ea, eb = interval_ends(ba), interval_ends(bb)
     if ea is None or eb is None:
         return Finding(axis, topic, (a.name, b.name), f"{head}: not resolved by this data",
                        numbers, False)
@@ -143,12 +140,13 @@ def compare_bounds(axis: str, topic: str, a: Curve, b: Curve, quantity: str) -> 
                    f"{head}: not resolved by this data (the intervals overlap)", numbers, False)
 
 
-def _reached(curve: Curve) -> pd.Series:
+def steps_by_batch_size(curve: Curve) -> pd.Series:
     """batch size -> steps to result (NaN: measured, not reached)."""
     return curve.steps.set_index("batch_size")[STEPS].astype(float)
 
 
-def _sizes(sizes) -> str:
+def sizes_text(sizes) -> str:
+    """``2, 4, 8``: batch sizes in a sentence."""
     return ", ".join(str(int(b)) for b in sizes)
 
 
@@ -156,7 +154,7 @@ def small_batch(axis: str, a: Curve, b: Curve) -> Finding:
     """Figure 4's comparison: steps at the batch sizes both curves reached that lie within
     both fits' perfect scaling by their 95% intervals (at or below each interval's lower
     end; a bound from above only, or none, puts no batch size there)."""
-    bounds = [_estimate(c, "perfect_scaling_end") for c in (a, b)]
+    bounds = [estimate_of(c, "perfect_scaling_end") for c in (a, b)]
     shown = [_text(c, x) for c, x in zip((a, b), bounds)]
     ends = [x.low if x.kind in (INTERVAL, AT_LEAST) else math.nan for x in bounds]
     numbers = {"perfect_scaling_end": {a.name: bound_numbers(bounds[0]),
@@ -167,7 +165,7 @@ def small_batch(axis: str, a: Curve, b: Curve) -> Finding:
                        f"batch sizes: not resolved by this data ({' and '.join(lacking)}: no lower "
                        f"end of the perfect-scaling interval; ends {shown[0]} and {shown[1]})",
                        numbers, False)
-    sa, sb = _reached(a), _reached(b)
+    sa, sb = steps_by_batch_size(a), steps_by_batch_size(b)
     common = sorted(set(sa.dropna().index) & set(sb.dropna().index))
     within = [B for B in common if B <= min(ends)]
     if not within:
@@ -177,7 +175,7 @@ def small_batch(axis: str, a: Curve, b: Curve) -> Finding:
                        f"{shown[1]})", numbers, False)
     diffs = {int(B): float(max(sa[B], sb[B]) / min(sa[B], sb[B]) - 1) for B in within}
     worst = max(diffs, key=diffs.get)
-    text = (f"at batch size(s) {_sizes(within)}, within both fits' perfect scaling by their 95% "
+    text = (f"at batch size(s) {sizes_text(within)}, within both fits' perfect scaling by their 95% "
             f"intervals (ends {shown[0]} and {shown[1]}), {a.name}'s and {b.name}'s steps to "
             f"result differ by at most {diffs[worst]:.0%} (at {worst}: {number(sa[worst])} "
             f"against {number(sb[worst])})")
@@ -212,7 +210,7 @@ def reach(axis: str, a: Curve, b: Curve, always: bool = False) -> Finding | None
     """Batch sizes measured by both where exactly one reached the goal and the other's
     trials there are over without reaching it (``_not_reached``); batch sizes where the
     other's are not over are named as open. None: there are neither and ``always`` is False."""
-    sa, sb = _reached(a), _reached(b)
+    sa, sb = steps_by_batch_size(a), steps_by_batch_size(b)
     common = sorted(set(sa.index) & set(sb.index))
     over = {a.name: _not_reached(a), b.name: _not_reached(b)}
     one = {c.name: [int(B) for B in common if math.isfinite(s1[B]) and not math.isfinite(s2[B])]
@@ -220,10 +218,10 @@ def reach(axis: str, a: Curve, b: Curve, always: bool = False) -> Finding | None
     only = {name: [B for B in sizes if B in over[other]]
             for (name, sizes), other in zip(one.items(), (b.name, a.name))}
     open_ = sorted(B for sizes, done in zip(one.values(), only.values()) for B in sizes if B not in done)
-    parts = [f"at batch size(s) {_sizes(sizes)} {name} reaches the goal and {other} does not"
+    parts = [f"at batch size(s) {sizes_text(sizes)} {name} reaches the goal and {other} does not"
              for (name, sizes), other in zip(only.items(), (b.name, a.name)) if sizes]
     numbers = {"only": only, "open": open_}
-    unknown = (f"at batch size(s) {_sizes(open_)} one reaches the goal and the other's trials "
+    unknown = (f"at batch size(s) {sizes_text(open_)} one reaches the goal and the other's trials "
                "are unfinished or stopped early: not resolved by this data") if open_ else ""
     if not parts:
         if not always and not open_:
@@ -250,7 +248,7 @@ def by_batch_size(axis: str, a: Curve, b: Curve) -> Finding:
     (la, ha), (lb, hb) = a.fit.band(common), b.fit.band(common)
     fewer = {a.name: [int(B) for B, h1, l2 in zip(common, ha, lb) if h1 < l2],
              b.name: [int(B) for B, h1, l2 in zip(common, hb, la) if h1 < l2]}
-    parts = [f"{name} needs fewer steps at batch size(s) {_sizes(sizes)}"
+    parts = [f"{name} needs fewer steps at batch size(s) {sizes_text(sizes)}"
              for name, sizes in fewer.items() if sizes]
     if not parts:
         return Finding(axis, "by_batch_size", (a.name, b.name), f"{a.name} against {b.name}: at "
@@ -283,40 +281,3 @@ def pairwise_findings(axis_kind: str, axis_label: str, curves: list[Curve]) -> l
         found = reach(axis_label, a, b, always=axis_kind == "fixed")
         out += [found] if found is not None else []
     return out
-
-
-def goal_findings(curves: list[Curve]) -> list[Finding]:
-    """A goal ladder (§4.2): consecutive goals' B* and their ratio of steps per batch size."""
-    out = []
-    for a, b in zip(curves, curves[1:]):
-        found = compare_bounds("goal", "goal_shift", a, b, "b_star")
-        if found.resolved:
-            found = Finding("goal", "goal_shift", found.studies, found.sentence + ": the goal "
-                            "changes the curve's shape, not only its height", found.numbers, True)
-        elif all(_ends(_estimate(c, "b_star")) is not None for c in (a, b)):
-            # overlapping intervals; with a B* not bounded at all the data say nothing either way
-            found = Finding("goal", "goal_shift", found.studies, found.sentence + ", as a purely "
-                            "vertical shift of the curve would have it", found.numbers, False)
-        out += [found, goal_ratio(a, b)]
-    return out
-
-
-def goal_ratio(a: Curve, b: Curve) -> Finding:
-    """The ratio of steps, b over a, at the batch sizes both reached after a step (a goal
-    met at step 0, before training, gives no ratio)."""
-    sa, sb = _reached(a), _reached(b)
-    common = sorted(set(sa[sa > 0].index) & set(sb[sb > 0].index))
-    if not common:
-        return Finding("goal", "goal_ratio", (a.name, b.name), f"no batch size reached both "
-                       f"{a.name} and {b.name}: no ratio of steps", {}, False)
-    ratios = {int(B): float(sb[B] / sa[B]) for B in common}
-    low, high = min(ratios.values()), max(ratios.values())
-    spread = high / low
-    verdict = (f"roughly constant (max/min {spread:.2f} ≤ {RATIO_SPREAD})" if spread <= RATIO_SPREAD
-               else f"varies by a factor {spread:.2f} across batch sizes")
-    text = (f"steps to result for {b.name} are {low:.2f}–{high:.2f} times those for "
-            f"{a.name} at batch sizes {_sizes(common)}: {verdict}")
-    return Finding("goal", "goal_ratio", (a.name, b.name), text,
-                   {"ratios": {str(k): v for k, v in ratios.items()}, "spread": spread},
-                   len(common) >= 2)
-
