@@ -10,7 +10,7 @@ its store, its rounds, its packs), so each stays a valid study.
 from __future__ import annotations
 
 from batchscale.core.experiment import ExperimentSpec
-from batchscale.core.spec import PackSpec
+from batchscale.core.spec import PackSpec, SpecError
 from batchscale.rounds.planner import pack_seconds, plan_stage
 from batchscale.store.layout import StudyStore
 
@@ -20,6 +20,12 @@ def plan_experiment_stage(experiment: ExperimentSpec, stage: int, pack_sizes: di
     """(study label, pack) of stage ``stage`` over every study, the longest expected pack
     first (ties: the studies' order, then each study's own order). ``pack_sizes``: each
     study's pack size (its model decides it), by label."""
+    missing = [s.label for s in experiment.studies if s.label not in pack_sizes]
+    if missing:  # checked before stage 1 registers any study: nothing written
+        raise SpecError(f"experiment_spec: study {missing[0]!r} is not one this pipeline was "
+                        f"compiled for (its studies: {', '.join(pack_sizes) or 'none'}); compile "
+                        "and upload the pipeline for this experiment (an axis's values are fixed "
+                        "when it is compiled)")
     timed: list[tuple[float, str, PackSpec]] = []
     for study in experiment.studies:
         store = StudyStore(study.spec.store)

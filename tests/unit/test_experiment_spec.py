@@ -126,3 +126,16 @@ def test_an_experiment_over_a_study_folder_is_refused_by_the_pipelines_first_tas
         prepare_experiment_data.python_func(experiment_spec=raw(store=str(tmp_path)),
                                             store_root="", workload=out)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["fig", "study_spec.json"]
+
+
+def test_a_study_the_pipeline_was_not_compiled_for_is_refused_before_stage_1_writes(tmp_path):
+    """The pack sizes are a compile-time map by study; an experiment_spec edited in the
+    Kubeflow UI to other axis values gets one line, not a KeyError after some studies
+    were registered."""
+    from batchscale.rounds.experiment_stage import plan_experiment_stage
+
+    experiment = parse_experiment(raw(store=str(tmp_path)))
+    with pytest.raises(SpecError, match=r"^experiment_spec: study 'momentum' is not one this "
+                                        r"pipeline was compiled for \(its studies: sgd, "):
+        plan_experiment_stage(experiment, 1, {"sgd": 10, "adam": 10.0})
+    assert list(tmp_path.iterdir()) == []
