@@ -130,6 +130,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if _is_experiment(args.study):
         from batchscale.cli.experiment_report import report_experiment_folder
 
+        _experiment_flags(args)
         return report_experiment_folder(args.study, table_width(args))
     try:
         result, written = report_study(
@@ -142,6 +143,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     doc = summary_json(result)
     print_summary(result.steps, doc, written["html"], width=table_width(args))
     return print_damaged(doc.get("damaged"))
+
+
+# report's flags that analyse one study differently: an experiment's folder is reported as
+# its experiment says (its goals, its robustness_k), so they are refused there, not ignored.
+_STUDY_ONLY_FLAGS = {"goal": None, "trials": None, "statuses": "COMPLETE", "step_budget": None,
+                     "example_budget": None, "resamples": 1000, "seed": 0, "price": None,
+                     "robustness_k": 3, "out": None}
+
+
+def _experiment_flags(args: argparse.Namespace) -> None:
+    given = [k for k, default in _STUDY_ONLY_FLAGS.items() if getattr(args, k, default) != default]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise SpecError(f"{flag}: {args.study} is an experiment's folder, reported as its experiment "
+                        "says; allowed there: --wide; give one study's folder "
+                        f"({args.study.rstrip('/')}/STUDY) to report it with {flag}")
 
 
 def _is_experiment(location: str) -> bool:

@@ -32,6 +32,7 @@ from batchscale.core.experiment import (
     CLASSES_OPTION,
     COMPARISON_FOLDER,
     DEFAULT_ROBUSTNESS_K,
+    TRAIN_SIZE_OPTION,
     Axis,
     ExperimentSpec,
     ExperimentStudy,
@@ -130,9 +131,9 @@ def _parse_axis(raw) -> Axis:
                   f"{{label_smoothing: [0.0, 0.1]}}, got {values!r}")
         (parameter, values), = values.items()
     where = f"axis.{kind}" + (f".{parameter}" if parameter else "")
-    if not isinstance(values, list) or len(values) < (1 if kind == "goal" else 2):
+    if not isinstance(values, list) or len(values) < 2:
         _fail(where, f"must be a list of at least two values to compare, got {values!r}; allowed: "
-              f"2 to {MAX_STUDIES} values (a goal ladder: 1 to {MAX_STUDIES} goals)")
+              f"2 to {MAX_STUDIES} values")
     if len(values) > MAX_STUDIES:
         _fail(where, f"{len(values)} values; allowed: at most {MAX_STUDIES}")
     if kind in ("data_size", "classes"):
@@ -187,8 +188,21 @@ def _derive_studies(base: StudySpec, axis: Axis, overrides, folder: str) -> tupl
         except SpecError as err:
             what = "the goals" if value is None else f"{axis.label} {value!r}"
             raise SpecError(f"axis: {what} (study {label}): {err}") from None
+        _check_axis_kept(axis, value, spec, label)
         out.append(ExperimentStudy(label, value, spec))
     return tuple(out)
+
+
+def _check_axis_kept(axis: Axis, value, spec: StudySpec, label: str) -> None:
+    """A study's overrides may change anything but the axis's own field: a study labelled
+    ``sgd`` that trains adam would compare something else than it says."""
+    got = {"optimizer": spec.workload.optimizer, "model": spec.workload.model,
+           "data_size": spec.workload.options.get(TRAIN_SIZE_OPTION),
+           "classes": spec.workload.options.get(CLASSES_OPTION),
+           "fixed": spec.fixed.get(axis.parameter)}.get(axis.kind, value)
+    if value is not None and got != value:
+        _fail(f"overrides.{label}", f"changes the axis's own field ({axis.label}: {got}, not "
+              f"{value}); allowed: overrides of the other fields")
 
 
 def _with_value(resolved: dict, base: StudySpec, axis: Axis, value) -> dict:

@@ -78,3 +78,13 @@ def test_a_bad_or_changed_experiment_is_refused_before_anything_is_written(tmp_p
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
         assert _snapshot(store) == before
+
+
+def test_report_of_an_experiment_folder_refuses_a_study_only_flag(tmp_path, capsys):
+    folder = tmp_path / "store" / "fig"
+    folder.mkdir(parents=True)
+    (folder / "experiment.json").write_text("{}")
+    assert main(["report", str(folder), "--robustness-k", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "--robustness-k: " in err and "is an experiment's folder" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["experiment.json"]
