@@ -119,6 +119,7 @@ def parse_statuses(text: str) -> tuple[str, ...]:
 def cmd_report(args: argparse.Namespace) -> int:
     from batchscale.analysis.reading.study_reader import UnreadableStudy
     from batchscale.analysis.report import report_study, summary_json
+    from batchscale.cli.experiment_report import is_experiment_location
 
     if args.resamples < 0:
         raise SpecError(f"--resamples: {args.resamples} must be 0 or more")
@@ -127,11 +128,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise SpecError(f"--robustness-k: {robustness_k} must be 1 or more")
     price = parse_price(getattr(args, "price", None))
     check_goal_flags(args.goal)
-    if _is_experiment(args.study):
+    if is_experiment_location(args.study):
         from batchscale.cli.experiment_report import report_experiment_folder
 
-        _experiment_flags(args)
-        return report_experiment_folder(args.study, table_width(args))
+        return report_experiment_folder(args.study, table_width(args), args)
     try:
         result, written = report_study(
             args.study, out=args.out, goals=args.goal, num_trials=args.trials,
@@ -143,32 +143,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     doc = summary_json(result)
     print_summary(result.steps, doc, written["html"], width=table_width(args))
     return print_damaged(doc.get("damaged"))
-
-
-# report's flags that analyse one study differently: an experiment's folder is reported as
-# its experiment says (its goals, its robustness_k), so they are refused there, not ignored.
-_STUDY_ONLY_FLAGS = {"goal": None, "trials": None, "statuses": "COMPLETE", "step_budget": None,
-                     "example_budget": None, "resamples": 1000, "seed": 0, "price": None,
-                     "robustness_k": 3, "out": None}
-
-
-def _experiment_flags(args: argparse.Namespace) -> None:
-    given = [k for k, default in _STUDY_ONLY_FLAGS.items() if getattr(args, k, default) != default]
-    if given:
-        flag = "--" + given[0].replace("_", "-")
-        raise SpecError(f"{flag}: {args.study} is an experiment's folder, reported as its experiment "
-                        "says; allowed there: --wide; give one study's folder "
-                        f"({args.study.rstrip('/')}/STUDY) to report it with {flag}")
-
-
-def _is_experiment(location: str) -> bool:
-    """Whether ``report``'s location is an experiment's folder (``experiment.json``)."""
-    from batchscale.store.experiment_record import is_experiment_folder
-
-    try:
-        return is_experiment_folder(location)
-    except (OSError, ValueError):
-        return False  # the study reader says what is wrong with the location
 
 
 def _unreadable(err) -> int:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 
+from batchscale.cli.experiment import build_run_spec
 from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
-    build_run_spec,
     images_arg,
     pipeline_store_arg,
 )

@@ -20,6 +20,29 @@ import time
 from batchscale.core.experiment import ExperimentSpec
 
 
+def build_run_spec(args: argparse.Namespace):
+    """A StudySpec, or an ExperimentSpec where SPEC is an experiment (``core.experiment``):
+    then ``--name``, ``--store`` and ``--parallelism`` are the experiment's, every other
+    override flag applies to its base study (and so to each of its studies)."""
+    from batchscale.cli.options import build_spec, with_flags
+    from batchscale.validation import load_spec_dict, shipped_studies
+    from batchscale.validation.experiment_spec import is_experiment, parse_experiment
+
+    raw = load_spec_dict(args.spec) if args.workload is None and args.spec else None
+    if not is_experiment(raw):
+        return build_spec(args)
+    for key in ("name", "store", "parallelism"):
+        if getattr(args, key) is not None:
+            raw["experiment" if key == "name" else key] = getattr(args, key)
+    base = raw.get("base")
+    if isinstance(base, str):  # a shipped study by name
+        base = load_spec_dict(base) if base in shipped_studies() else base
+    if isinstance(base, dict):
+        base_args = argparse.Namespace(**{**vars(args), "name": None, "store": None, "parallelism": None})
+        raw["base"] = with_flags(dict(base), base_args)
+    return parse_experiment(raw)
+
+
 def absolute_experiment(experiment: ExperimentSpec, args) -> ExperimentSpec:
     """``experiment`` with a local store as an absolute path (kfp.local's tasks run in
     another folder), every study re-derived from it, each checked on this machine."""

@@ -25,9 +25,12 @@ def print_experiment(experiment: ExperimentSpec, elapsed: float | None = None,
     return 0
 
 
-def report_experiment_folder(location: str, width: int | None = None) -> int:
+def report_experiment_folder(location: str, width: int | None = None, args=None) -> int:
     """``batchscale report <store>/<experiment>``: each study's report, then the comparison,
-    rebuilt from the store (the experiment's record names what it is)."""
+    rebuilt from the store (the experiment's record names what it is). ``args``: report's
+    flags, refused where they would analyse one study differently."""
+    if args is not None:
+        refuse_study_flags(args)
     from batchscale.analysis.report import report_study
     from batchscale.store.experiment_record import read_experiment_record
     from batchscale.validation.experiment_spec import parse_experiment
@@ -40,3 +43,30 @@ def report_experiment_folder(location: str, width: int | None = None) -> int:
     for spec in experiment.specs:
         report_study(f"{spec.store.rstrip('/')}/{spec.name}", robustness_k=experiment.robustness_k)
     return print_experiment(experiment, None, width)
+
+
+# report's flags that analyse one study differently: an experiment's folder is reported as
+# its experiment says (its goals, its robustness_k), so they are refused there, not ignored.
+_STUDY_ONLY_FLAGS = {"goal": None, "trials": None, "statuses": "COMPLETE", "step_budget": None,
+                     "example_budget": None, "resamples": 1000, "seed": 0, "price": None,
+                     "robustness_k": 3, "out": None}
+
+
+def refuse_study_flags(args) -> None:
+    """One line naming the first study-only flag given with an experiment's folder."""
+    given = [k for k, default in _STUDY_ONLY_FLAGS.items() if getattr(args, k, default) != default]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise SpecError(f"{flag}: {args.study} is an experiment's folder, reported as its experiment "
+                        "says; allowed there: --wide; give one study's folder "
+                        f"({args.study.rstrip('/')}/STUDY) to report it with {flag}")
+
+
+def is_experiment_location(location: str) -> bool:
+    """Whether ``report``'s location is an experiment's folder (``experiment.json``)."""
+    from batchscale.store.experiment_record import is_experiment_folder
+
+    try:
+        return is_experiment_folder(location)
+    except (OSError, ValueError):
+        return False  # the study reader says what is wrong with the location

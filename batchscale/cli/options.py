@@ -19,7 +19,7 @@ import re
 from batchscale.core import protocols
 from batchscale.core.names import OPTIMIZERS
 from batchscale.core.spec import SpecError, StudySpec
-from batchscale.validation import load_spec_dict, parse_spec, shipped_studies, with_batch_sizes
+from batchscale.validation import load_spec_dict, parse_spec, with_batch_sizes
 
 # A data set or model name as the registries spell them (checked there, by parse_spec).
 _WORKLOAD_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -79,27 +79,6 @@ def build_spec(args: argparse.Namespace) -> StudySpec:
     else:
         raw = load_spec_dict(args.spec)
     return parse_spec(with_flags(raw, args))
-
-
-def build_run_spec(args: argparse.Namespace):
-    """A StudySpec, or an ExperimentSpec where SPEC is an experiment (``core.experiment``):
-    then ``--name``, ``--store`` and ``--parallelism`` are the experiment's, every other
-    override flag applies to its base study (and so to each of its studies)."""
-    from batchscale.validation.experiment_spec import is_experiment, parse_experiment
-
-    raw = load_spec_dict(args.spec) if args.workload is None and args.spec else None
-    if not is_experiment(raw):
-        return build_spec(args)
-    for key in ("name", "store", "parallelism"):
-        if getattr(args, key) is not None:
-            raw["experiment" if key == "name" else key] = getattr(args, key)
-    base = raw.get("base")
-    if isinstance(base, str):  # a shipped study by name
-        base = load_spec_dict(base) if base in shipped_studies() else base
-    if isinstance(base, dict):
-        base_args = argparse.Namespace(**{**vars(args), "name": None, "store": None, "parallelism": None})
-        raw["base"] = with_flags(dict(base), base_args)
-    return parse_experiment(raw)
 
 
 def with_flags(raw: dict, args: argparse.Namespace) -> dict:

@@ -20,12 +20,12 @@ import os
 import sys
 import time
 
+from batchscale.cli.experiment import build_run_spec
 from batchscale.cli.local_pipeline import run_files, run_pipeline, run_with_signals
 from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
     add_wide_arg,
-    build_run_spec,
     check_here,
     images_arg,
     pipeline_store_arg,
