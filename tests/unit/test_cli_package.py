@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from batchscale.cli import analysis, catalog, cluster, plan, settings, study
+from batchscale.cli import analysis, catalog, cluster, local_pipeline, plan, settings, study
 from batchscale.cli.main import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, main, make_parser
 from tests.import_graph import graph
 
@@ -129,7 +129,7 @@ def test_errors_stay_one_line_with_exit_2(capsys):
 
 # ---- run --local stops its child ----------------------------------------------------
 class FakeChild:
-    """local_run as study.stop_child sees it: ends on signal ``ends_on`` (SIGKILL always ends it)."""
+    """local_run as local_pipeline.stop_child sees it: ends on signal ``ends_on`` (SIGKILL always ends it)."""
 
     pid = 4242
 
@@ -159,7 +159,7 @@ def signals(monkeypatch):
         for child in children:
             if signum in (child.ends_on, signal.SIGKILL) and child.returncode is None:
                 child.returncode = -signum
-    monkeypatch.setattr(study.os, "killpg", killpg)
+    monkeypatch.setattr(local_pipeline.os, "killpg", killpg)
     return sent, children
 
 
@@ -167,7 +167,7 @@ def signals(monkeypatch):
 def test_stop_child_terminates_then_kills_the_group(signals, ends_on):
     sent, children = signals
     children.append(FakeChild(ends_on))
-    study.stop_child(children[0], grace=0.3)
+    local_pipeline.stop_child(children[0], grace=0.3)
     # SIGKILL goes to the group also when local_run ended on SIGTERM: a task may linger
     assert sent == [(4242, signal.SIGTERM), (4242, signal.SIGKILL)]
     assert children[0].waits == [None] and children[0].returncode == -ends_on
@@ -180,8 +180,8 @@ def test_a_second_ctrl_c_while_stopping_kills_at_once(signals, monkeypatch):
 
     def impatient(_seconds):
         raise KeyboardInterrupt  # the second Ctrl-C, while stop_child waits
-    monkeypatch.setattr(study.time, "sleep", impatient)
-    study.stop_child(child, grace=60.0)
+    monkeypatch.setattr(local_pipeline.time, "sleep", impatient)
+    local_pipeline.stop_child(child, grace=60.0)
     assert [s for _, s in sent] == [signal.SIGTERM, signal.SIGKILL] and child.returncode == -signal.SIGKILL
 
 
@@ -201,11 +201,11 @@ def test_ctrl_c_in_run_local_stops_the_child_and_says_how_to_resume(signals, mon
         child.wait = wait
         return child
 
-    monkeypatch.setattr(study.subprocess, "Popen", popen)
+    monkeypatch.setattr(local_pipeline.subprocess, "Popen", popen)
     code = main(["run", "--local", "--store", str(tmp_path / "store"), "--work-dir", str(tmp_path / "w")])
     out, err = capsys.readouterr()
     assert code == 130
-    assert err == f"batchscale: interrupted: {study.RESUME_HINT}\n"
+    assert err == f"batchscale: interrupted: {local_pipeline.RESUME_HINT}\n"
     assert "re-used" in err and out.startswith("study quickstart:")
     [(command, kwargs)] = started
     assert command[1:3] == ["-m", "batchscale.pipelines.local_run"] and kwargs["start_new_session"]
