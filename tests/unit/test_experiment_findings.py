@@ -196,3 +196,12 @@ def test_a_slope_with_b_star_off_the_grid_bounds_alpha_from_below_at_its_own_val
     fit = fit_exponent(sizes, [_fit_with_log_b_star(row) for row in c], [f"train_{d}" for d in sizes])
     # those resamples' slopes are only known to be >= about 0.03: the lower end says so
     assert fit.alpha.kind == "at least" and 0 < fit.alpha.low < 0.1, fit.finding.sentence
+
+
+def test_reach_at_the_same_batch_sizes_is_what_was_measured():
+    """Both curves reached the goal at every batch size both measured, every trial over:
+    stated as measured (resolved), not prefixed "not resolved"."""
+    a, b = curve("sgd", 1000, 64, 37, sizes=SIZES[:6]), curve("momentum", 1000, 64, 38, sizes=SIZES[:6])
+    found = reach("optimizer", a, b, always=True)
+    assert found.resolved and found.numbers["open"] == []
+    assert found.sentence == "sgd and momentum reach the goal at the same batch sizes of the 6 both measured"

@@ -226,9 +226,10 @@ def reach(axis: str, a: Curve, b: Curve, always: bool = False) -> Finding | None
     if not parts:
         if not always and not open_:
             return None
+        # what both curves did, measured: resolved, unless a batch size is still open
         return Finding(axis, "reach", (a.name, b.name), unknown or f"{a.name} and {b.name} reach "
                        f"the goal at the same batch sizes of the {len(common)} both measured",
-                       numbers, False)
+                       numbers, not open_)
     return Finding(axis, "reach", (a.name, b.name), "; ".join(parts + [unknown] * bool(open_)),
                    numbers, True)
 
