@@ -38,7 +38,7 @@ def b_star_by_data_size_plot(points, alpha: float, c: float, title: str, alpha_t
             ax.annotate("", xy=(d, v / 4), xytext=(d, high), arrowprops={"arrowstyle": "->", "color": "C0"})
     if drawn and math.isfinite(alpha) and math.isfinite(c):
         xs = np.geomspace(min(p[0] for p in drawn), max(p[0] for p in drawn), 50)
-        ax.plot(xs, c * xs ** alpha, "--", color="C1", label=f"B* = c·D^α, α = {alpha_text}")
+        ax.plot(xs, c * xs ** alpha, "--", color="C1", label=f"B* = c·D^α, α {alpha_text if alpha_text[:1] in '≤≥' else '= ' + alpha_text}")
     if not drawn:
         _no_data(ax, "no data size has a fitted B*")
     _log_axis(ax, "x", 2)
