@@ -15,6 +15,7 @@ from batchscale.analysis.figures.plot_base import legend as _legend
 from batchscale.analysis.figures.plot_base import log_axis as _log_axis
 from batchscale.analysis.figures.plot_base import no_data as _no_data
 from batchscale.analysis.figures.plot_base import svg as _svg
+from batchscale.analysis.statistics.b_star_exponent import alpha_relation
 
 
 @_drawing
@@ -38,7 +39,7 @@ def b_star_by_data_size_plot(points, alpha: float, c: float, title: str, alpha_t
             ax.annotate("", xy=(d, v / 4), xytext=(d, high), arrowprops={"arrowstyle": "->", "color": "C0"})
     if drawn and math.isfinite(alpha) and math.isfinite(c):
         xs = np.geomspace(min(p[0] for p in drawn), max(p[0] for p in drawn), 50)
-        ax.plot(xs, c * xs ** alpha, "--", color="C1", label=f"B* = c·D^α, α {alpha_text if alpha_text[:1] in '≤≥' else '= ' + alpha_text}")
+        ax.plot(xs, c * xs ** alpha, "--", color="C1", label=f"B* = c·D^α, α {alpha_relation(alpha_text)}")
     if not drawn:
         _no_data(ax, "no data size has a fitted B*")
     _log_axis(ax, "x", 2)

@@ -117,7 +117,7 @@ def fit_exponent(sizes, fits, names, axis: str = "data_size") -> ExponentFit:
     view, resolved = _view(alpha)
     labels = tuple(r[2] for r in rows)
     text = (f"B*(D) = c·D^α over {len(rows)} data sizes ({', '.join(str(r[0]) for r in rows)}): "
-            f"α {_relation(alpha.text())} (95% interval, {n} paired resamples): {view}")
+            f"α {alpha_relation(alpha.text())} (95% interval, {n} paired resamples): {view}")
     if mixed.any():
         text += f"; {int(mixed.sum())} resample(s) with B* off the fit grid both ways left out"
     b_star = [float(r[1].b_star.value) for r in rows]  # inf: past the fit grid (JSON: null)
@@ -148,6 +148,6 @@ def _view(alpha: Bound) -> tuple[str, bool]:
     return "not resolved by this data (α is undetermined)", False
 
 
-def _relation(text: str) -> str:
+def alpha_relation(text: str) -> str:
     """``= 0.5 [0.2, 0.8]``, or a one-sided bound as it reads: ``≤ 0.48`` (not ``= ≤ 0.48``)."""
     return text if text[:1] in "≤≥" else f"= {text}"
