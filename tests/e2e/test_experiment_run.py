@@ -7,6 +7,7 @@ the experiment's folder rebuilds the comparison unchanged."""
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,7 +64,10 @@ def test_experiment_stopped_half_way_resumes_and_each_study_stands_alone(tmp_pat
     after = _finished(folder)
     assert len(after) == 8
     assert {p: after[p] for p in before} == before  # every finished trial re-used, byte for byte
-    assert f"re-used {len(before)} finished trials" in again.stdout
+    # and the console says so (its count is what the first poll found done, which on a
+    # busy machine may include a trial the re-run itself finished before that poll)
+    said = re.search(r"re-used (\d+) finished trials", again.stdout)
+    assert said and len(before) <= int(said[1]) < 8, again.stdout[-2000:]
     assert (folder / "experiment.json").exists()
     comparison = folder / "comparison"
     assert (comparison / "comparison.html").exists() and (comparison / "comparison.json").exists()
