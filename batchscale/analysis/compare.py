@@ -143,7 +143,7 @@ def compare_studies(locations, goal: str | None = None, split: str | None = None
     return Comparison(goal=studies[0].goals[0].label if goal else None, split=split,
                       normalize_at=normalize_at, num_trials=num_trials, studies=entries,
                       table=table, wide=wide, figures=_figures(curves, entries, split, normalize_at, fits),
-                      notes=notes, damaged=[d for s in studies for d in s.damaged])
+                      notes=notes, damaged=[d for s in studies for d in s.damaged], loaded=studies)
 
 
 def _figures(curves, entries, split, normalize_at, fits) -> dict[str, bytes]:

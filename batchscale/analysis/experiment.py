@@ -27,7 +27,6 @@ from batchscale.analysis.pages.experiment_pages import (
     experiment_metrics,
     format_experiment,
 )
-from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.statistics.experiment_comparison import (
     ExperimentComparison,
     curves_of,
@@ -92,15 +91,11 @@ def b_star_points(sizes, curves) -> list[tuple[float, float, float, float]]:
 
 def _robustness(experiment: ExperimentSpec, comparison) -> dict:
     """Each compared curve's robustness table (the k-th best trial per batch size, the share
-    of trials reaching the goal: ``statistics.robustness``), by the curve's study name."""
-    goals = [str(g) for g in experiment.axis.values] if experiment.axis.kind == "goal" else None
-    out = {}
-    for i, entry in enumerate(comparison.studies):
-        location = experiment.locations()[0 if goals else i]
-        study = load_study(location, goals=[goals[i]] if goals else None)
-        out[entry.study] = robustness_table(study, study.goals[0], comparison.split,
-                                            experiment.robustness_k)
-    return out
+    of trials reaching the goal: ``statistics.robustness``), by the curve's study name, from
+    the studies the comparison read (each with its compared goal first)."""
+    return {entry.study: robustness_table(study, study.goals[0], comparison.split,
+                                          experiment.robustness_k)
+            for entry, study in zip(comparison.studies, comparison.loaded)}
 
 
 def report_experiment(experiment: ExperimentSpec) -> tuple[ExperimentComparison, dict]:

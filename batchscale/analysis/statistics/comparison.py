@@ -54,7 +54,7 @@ class Comparison:
     normalising); ``wide``: batch_size x label of the plotted values (normalised or raw
     steps; NaN = not reached or not measured); ``figures``: file name -> SVG bytes;
     ``damaged``: the studies' files that could not be read (``Study.damaged``; each is also
-    one of ``notes``, naming its study)."""
+    one of ``notes``, naming its study); ``loaded``: the studies as read."""
 
     goal: str | None
     split: str
@@ -66,6 +66,9 @@ class Comparison:
     figures: dict[str, bytes]
     notes: list[str]
     damaged: list[Damage] = field(default_factory=list)
+    # the studies as read, in ``studies``' order: what a caller computes more from (an
+    # experiment's robustness tables) without reading the store a second time
+    loaded: list = field(default_factory=list, repr=False, compare=False)
 
     def without_roots(self, text: str) -> str:
         """``text`` without any compared study's local store root (longest first), as the
