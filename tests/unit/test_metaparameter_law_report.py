@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -15,7 +16,7 @@ from batchscale.analysis.pages.law_pages import TITLE, section_of
 from batchscale.analysis.pages.report_summary import plain
 from batchscale.analysis.pages.sections import render_console, render_html, render_markdown
 from batchscale.analysis.reading.study_reader import load_study
-from batchscale.analysis.statistics.metaparameter_law_fits import LAWS_CAPTION, metaparameter_laws
+from batchscale.analysis.statistics.metaparameter_law_fits import LAWS_CAPTION, edge_notes, metaparameter_laws
 from batchscale.analysis.statistics.steps import crossings, steps_to_result
 from batchscale.store.filesystem import open_root
 from tests import paper_database as db
@@ -83,6 +84,17 @@ def test_summary_json_form_of_the_laws(laws):
     assert {f["form"] for f in laws["fits"]["learning_rate"]} == {
         "constant", "linear", "sqrt", "power", "saturating"}
     assert laws["proposed_boxes"][0]["batch_size"] == 256
+
+
+def test_edge_warnings_become_notes_of_the_laws(laws):
+    warnings = [{"batch_size": 64, "parameter": "learning_rate"},
+                {"batch_size": 8, "parameter": "learning_rate"}, {"batch_size": 8, "parameter": "x"}]
+    notes = edge_notes(warnings, ["learning_rate", "momentum"])
+    assert notes == ["best learning_rate at an edge of its searched range at batch size 8, 64: the "
+                     "optimum there may lie outside, so the laws through those points follow the "
+                     "range, not the optimum"]
+    shown = "\n".join(render_markdown(section_of(replace(laws, notes=notes), None)))
+    assert "- best learning_rate at an edge" in shown
 
 
 def test_too_few_batch_sizes_say_so(tmp_path):

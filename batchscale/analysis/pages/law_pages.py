@@ -96,7 +96,8 @@ def section_of(laws: MetaparameterLaws | None, figure: tuple[bytes, str] | None)
     blocks = [Paragraph(summary_line(laws)),
               Paragraph(EXPLAINED.format(within=SIMPLER_WITHIN - 1, level=laws.level,
                                          near=NEAR_BEST), note=True),
-              Table(fits_table(laws), leave_out_first=("noise", f"coefficients [{laws.level:.0%}]"))]
+              Table(fits_table(laws), leave_out_first=("noise", f"coefficients [{laws.level:.0%}]")),
+              Notes(laws.notes)]
     if laws.boxes:
         blocks += [Subheading("Proposed search boxes"), Table(boxes_table(laws)),
                    Notes([why for _b, _box, why in laws.boxes]),
