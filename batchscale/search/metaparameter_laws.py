@@ -44,12 +44,13 @@ from batchscale.core.edges import from_scale, to_scale
 from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import Parameter
 from batchscale.search import law_forms
-from batchscale.search.next_round import SCALE_NAMES, parameter_limits
+from batchscale.search.next_round import SCALE_NAMES, TrialResult, parameter_limits
 
 LEVEL = 0.9  # the intervals' and the box's default level
 MIN_BATCH_SIZES = 3
 SIMPLER_WITHIN = 1.1  # fewer parameters win within 10% of the best leave-one-out error
 MIN_WIDTH_SHARE = 0.25  # a box is at least this share of the original range's width
+NEAR_BEST = 0.10  # trials within 10% of the best trial's steps to the goal count as near-best
 LEARNING_RATES = ("learning_rate", "effective_learning_rate")
 MOMENTUM_LIKE = ("momentum", "beta_1", "beta_2")
 LEARNING_RATE_FORMS = ("constant", "linear", "sqrt", "power", "saturating")
@@ -170,6 +171,24 @@ def fit_laws(points: list[tuple], parameters: tuple[str, ...] | None = None) -> 
         out[name] = [_fit(name, form, x, y, floor, table) for form in forms
                      if len(x) > law_forms.FORM_PARAMETERS[form]]
     return out
+
+
+def points_from_results(results: dict[int, list[TrialResult]],
+                        near: float = NEAR_BEST) -> list[tuple[int, dict, list[dict]]]:
+    """``fit_laws``' points from each batch size's finished trials (``next_round``'s
+    ``TrialResult``, as the round planner holds them): the best trial by next_round's rule
+    (fewest steps to the first goal, ties to the lower id) and the non-divergent trials
+    within ``near`` of its steps; batch sizes where no trial reached the goal are left out."""
+    points = []
+    for batch_size in sorted(results):
+        reached = [r for r in results[batch_size] if not r.diverged and r.goal_step is not None]
+        if not reached:
+            continue
+        best = min(reached, key=lambda r: (r.goal_step, r.trial_id))
+        others = [r.parameters for r in reached
+                  if r is not best and r.goal_step <= best.goal_step * (1 + near)]
+        points.append((int(batch_size), dict(best.parameters), others))
+    return points
 
 
 def best_law(fits: list[LawFit]) -> LawFit:
