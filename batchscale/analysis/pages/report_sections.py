@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from batchscale.analysis.figures.plots_cbs import CBS_FIGURE
 from batchscale.analysis.figures.plots_robustness import ROBUSTNESS_FIGURE
 from batchscale.analysis.figures.report_figures import TIME_FIGURES
 from batchscale.analysis.pages.protocol_pages import protocol_methods
@@ -25,7 +26,6 @@ from batchscale.analysis.pages.sections import (
     Table,
     Warnings,
 )
-from batchscale.analysis.pages.time_pages import noise_scale_line
 from batchscale.analysis.reading.censoring import early_stopping, protocol_label, stopping_goals
 from batchscale.analysis.reading.completeness import (
     NO_CHECKPOINT,
@@ -38,6 +38,7 @@ from batchscale.analysis.reading.study_files import REMEDY, damaged_line
 from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.analysis.statistics.regimes import RegimeFit
 from batchscale.analysis.statistics.study_analysis import Analysis
+from batchscale.core.critical_batch_size import DEFINITIONS
 from batchscale.core.names import EFFECTIVE_LEARNING_RATE
 
 DAMAGED_TITLE = "Damaged or unreadable files"
@@ -84,10 +85,12 @@ def regimes_table(fits: dict[str, RegimeFit]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _predicted(analysis: Analysis) -> list[str]:
-    """The plan's predicted B_simple beside the fitted B* (first goal), when plan.json exists."""
-    line = noise_scale_line(analysis.predicted_noise_scale)
-    return [f"{analysis.study.goals[0].label}: {line}"] if line else []
+def b_star_line() -> str:
+    """What the regimes table's B* is, in its definition's one line (the other definitions
+    of a critical batch size: the section after it)."""
+    d = DEFINITIONS["b_star_fit"]
+    return (f"{d.symbol}, the {d.label}: {d.definition}. The other definitions of a critical "
+            "batch size, with their values: the next section.")
 
 
 def _level(analysis: Analysis) -> tuple[float, int]:
@@ -186,9 +189,9 @@ def unfinished_section(analysis: Analysis) -> Section | None:
 
 
 def regimes_section(analysis: Analysis) -> Section:
-    """"Regimes": one row per goal, the plan's prediction beside B*, the fits' caveats."""
+    """"Regimes": one row per goal, what its B* is, the fits' caveats."""
     return Section("regimes", "Regimes", [
-        Table(regimes_table(analysis.fits)), *(Paragraph(line) for line in _predicted(analysis)),
+        Table(regimes_table(analysis.fits)), Paragraph(b_star_line(), note=True),
         Notes(analysis.notes)])
 
 
@@ -201,11 +204,12 @@ def search_space_section(analysis: Analysis) -> Section | None:
 
 def _figures(analysis: Analysis) -> Figures:
     return Figures([(name, image, caption) for name, (image, caption) in analysis.figures.items()
-                    if name not in (*TIME_FIGURES, ROBUSTNESS_FIGURE)])
+                    if name not in (*TIME_FIGURES, ROBUSTNESS_FIGURE, CBS_FIGURE)])
 
 
 def figures_section(analysis: Analysis) -> Section:
-    """Every figure but time and cost's and robustness' (in their own sections), embedded
+    """Every figure but time and cost's, robustness' and the critical batch sizes' (in their
+    own sections), embedded
     (report.html only; summary.md names them at its end, ``methods_section``)."""
     return Section("figures", "Figures", [_figures(analysis)], media=(HTML,))
 
