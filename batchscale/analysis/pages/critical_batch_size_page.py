@@ -26,7 +26,7 @@ from batchscale.analysis.pages.sections import (
 from batchscale.analysis.statistics.critical_batch_sizes import CriticalBatchSizes, estimate_text
 from batchscale.analysis.statistics.study_analysis import Analysis
 from batchscale.analysis.statistics.training_cost import count_text
-from batchscale.core.critical_batch_size import DEFINITIONS
+from batchscale.core.critical_batch_size import DEFINITIONS, SWEEP
 
 TITLE = "Critical batch size: four definitions"
 DOC = "docs/critical-batch-size.md"
@@ -37,13 +37,20 @@ INTRO = ("Papers mean different numbers by \"the critical batch size\" and rarel
 COLUMNS = ["symbol", "value [interval]", "compute spent", "definition"]
 
 
+def with_level(est) -> str:
+    """``457 [248, 865] (95%)``; ``—`` alone."""
+    text = estimate_text(est)
+    return text if text == "—" else f"{text} ({est.level:.0%})"
+
+
 def _spent(cbs: CriticalBatchSizes, est) -> str:
     examples, share = cbs.spent(est)
-    whose = "the sweep's" if est.examples is None else "the probe's"
+    sweep = est.definition.source == SWEEP
+    whose = "the sweep's" if sweep else "the probe's"
     if examples is None:
         return f"{whose}: not recorded"
     text = f"{whose}: {count_text(int(examples))} examples"
-    if est.examples is None:
+    if sweep:
         return text
     return text + (f" ({share:.1%} of the sweep's)" if share is not None else "")
 
@@ -57,8 +64,7 @@ def cbs_table(cbs: CriticalBatchSizes) -> pd.DataFrame:
             rows.append({"symbol": d.symbol, "value [interval]": "not measured",
                          "compute spent": "—", "definition": d.definition})
             continue
-        rows.append({"symbol": d.symbol,
-                     "value [interval]": f"{estimate_text(est)} ({est.level:.0%})",
+        rows.append({"symbol": d.symbol, "value [interval]": with_level(est),
                      "compute spent": _spent(cbs, est), "definition": d.definition})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -69,13 +75,15 @@ def prediction_lines(cbs: CriticalBatchSizes) -> list[str]:
     for p in cbs.predictions:
         est = cbs.get(p.name)
         symbol = DEFINITIONS[p.name].symbol
-        head = f"{symbol} predicted before the sweep: {estimate_text(est)} ({est.level:.0%})"
+        head = f"{symbol} predicted before the sweep: {with_level(est)}"
         if b_star is None:
             lines.append(f"{head}; no fitted B* to compare it with")
             continue
-        line = f"{head}; fitted B*: {estimate_text(b_star)} ({b_star.level:.0%})"
+        line = f"{head}; fitted B*: {with_level(b_star)}"
         if p.ratio is None:
-            lines.append(f"{line}; no ratio: B* is bounded on one side only")
+            why = f" ({b_star.note})" if b_star.note else ""
+            lines.append(f"{line}; no ratio: the fit bounds B* on one side only or not at "
+                         f"all{why}")
             continue
         line += f"; predicted / fitted = {symbol}/B* = {p.ratio:.3g}"
         if p.inside is not None:

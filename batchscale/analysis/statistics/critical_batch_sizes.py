@@ -36,7 +36,7 @@ from batchscale.analysis.statistics.intervals import (
     regime_text,
 )
 from batchscale.analysis.statistics.regimes import RegimeFit
-from batchscale.core.critical_batch_size import DEFINITIONS, OVERHEAD, PROBE, CbsEstimate
+from batchscale.core.critical_batch_size import DEFINITIONS, OVERHEAD, PROBE, SWEEP, CbsEstimate
 
 FITTED = ("b_star_fit", "b_overhead_20")
 PREDICTED = tuple(name for name, d in DEFINITIONS.items() if d.source == PROBE)
@@ -77,7 +77,7 @@ class CriticalBatchSizes:
     def spent(self, est: CbsEstimate) -> tuple[int | None, float | None]:
         """(examples, share of the sweep's trained examples): a fitted estimate spent the
         sweep itself (share 1); a probe's the examples it recorded (None: not recorded)."""
-        examples = self.sweep_examples if est.examples is None else est.examples
+        examples = self.sweep_examples if est.definition.source == SWEEP else est.examples
         if examples is None or not self.sweep_examples:
             return examples, None
         return examples, examples / self.sweep_examples
