@@ -209,6 +209,7 @@ def test_report_section_files_and_predicted_noise_scale(location, tmp_path, caps
     assert metrics["fastest_batch_size"] == analysis.time_cost.fastest.batch_size
     assert metrics["cheapest_batch_size"] == analysis.time_cost.cheapest.batch_size
     assert metrics["time_to_result_seconds"] == pytest.approx(analysis.time_cost.fastest.value)
+    assert (metrics["cbs_noise_scale"], metrics["cbs_noise_scale_low"]) == (50.0, 30.0)
 
 
 def test_cli_price_flag(location, tmp_path, capsys):
