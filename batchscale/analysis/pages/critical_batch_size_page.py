@@ -37,6 +37,14 @@ INTRO = ("Papers mean different numbers by \"the critical batch size\" and rarel
 COLUMNS = ["symbol", "value [interval]", "compute spent", "definition"]
 
 
+def b_star_line(others: str = DOC) -> str:
+    """What a table's B* is, in its definition's one line, and where the other definitions
+    of a critical batch size are (``others``)."""
+    d = DEFINITIONS["b_star_fit"]
+    return (f"{d.symbol}, the {d.label}: {d.definition}. The other definitions of a critical "
+            f"batch size (20%-overhead, gradient noise scale, branched): {others}.")
+
+
 def with_level(est) -> str:
     """``457 [248, 865] (95%)``; ``—`` alone."""
     text = estimate_text(est)

@@ -13,6 +13,8 @@ import pandas as pd
 from batchscale.analysis.figures.plots_cbs import CBS_FIGURE
 from batchscale.analysis.figures.plots_robustness import ROBUSTNESS_FIGURE
 from batchscale.analysis.figures.report_figures import TIME_FIGURES
+from batchscale.analysis.pages.critical_batch_size_page import TITLE as CBS_TITLE
+from batchscale.analysis.pages.critical_batch_size_page import b_star_line
 from batchscale.analysis.pages.protocol_pages import protocol_methods
 from batchscale.analysis.pages.sections import (
     HTML,
@@ -38,7 +40,6 @@ from batchscale.analysis.reading.study_files import REMEDY, damaged_line
 from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.analysis.statistics.regimes import RegimeFit
 from batchscale.analysis.statistics.study_analysis import Analysis
-from batchscale.core.critical_batch_size import DEFINITIONS
 from batchscale.core.names import EFFECTIVE_LEARNING_RATE
 
 DAMAGED_TITLE = "Damaged or unreadable files"
@@ -56,8 +57,9 @@ METHODS = (
     "Steps to result: per batch size, the earliest evaluation step at which any counted trial "
     "(status {counted}) strictly beat the goal, ties to the lower trial id, exactly as the "
     "paper's released analysis computes it. Regimes: S(B) = S_min (1 + B*/B) fitted by least "
-    "squares on log steps to the steps-to-result curve. B* is the critical batch size "
-    "(S = 2 S_min); perfect scaling ends where the local scaling efficiency "
+    "squares on log steps to the steps-to-result curve. B* is the fitted critical batch size "
+    "(S = 2 S_min; the other definitions of a critical batch size: docs/critical-batch-size.md); "
+    "perfect scaling ends where the local scaling efficiency "
     "−d log S / d log B = B*/(B + B*) falls to 0.8 (B = B*/4, steps 25% above perfect "
     "scaling); the maximum useful batch size is where S = 1.1 S_min (B = 10 B*). Intervals: "
     "{level:.0%} percentile bootstrap over {resamples} resamples of every batch size's trials; "
@@ -83,14 +85,6 @@ def regimes_table(fits: dict[str, RegimeFit]) -> pd.DataFrame:
                      "fit": f"{len(fit.batch_sizes)} batch sizes ({min(fit.batch_sizes)}–"
                             f"{max(fit.batch_sizes)})"})
     return pd.DataFrame(rows)
-
-
-def b_star_line() -> str:
-    """What the regimes table's B* is, in its definition's one line (the other definitions
-    of a critical batch size: the section after it)."""
-    d = DEFINITIONS["b_star_fit"]
-    return (f"{d.symbol}, the {d.label}: {d.definition}. The other definitions of a critical "
-            "batch size, with their values: the next section.")
 
 
 def _level(analysis: Analysis) -> tuple[float, int]:
@@ -191,7 +185,8 @@ def unfinished_section(analysis: Analysis) -> Section | None:
 def regimes_section(analysis: Analysis) -> Section:
     """"Regimes": one row per goal, what its B* is, the fits' caveats."""
     return Section("regimes", "Regimes", [
-        Table(regimes_table(analysis.fits)), Paragraph(b_star_line(), note=True),
+        Table(regimes_table(analysis.fits)),
+        Paragraph(b_star_line(f"the section \"{CBS_TITLE}\""), note=True),
         Notes(analysis.notes)])
 
 
