@@ -148,13 +148,18 @@ def test_summary_json_reads_back_to_the_same_console_lines():
     cbs = critical_batch_sizes(fit(), new_plan(), GOAL, SWEEP)
     back = from_summary({"critical_batch_sizes": cbs.to_dict()})
     assert render_console(cbs_section(back)) == render_console(cbs_section(cbs))
+    # a summary.json written before critical_batch_sizes: B* and B_20% from its regimes,
+    # B_simple from predicted_noise_scale (B*/B_simple there, at the plan's 90%)
     old = {"goals": [GOAL], "training_cost": {"trained_examples": SWEEP},
+           "regimes": {GOAL: fit().to_dict()},
            "predicted_noise_scale": {"value": 100.0, "low": 60.0, "high": 150.0, "b_small": 8,
-                                     "b_big": 512, "ratio": 4.0, "inside": False,
-                                     "b_star": {"value": 400.0, "low": 200.0, "high": 800.0,
-                                                "status": MEASURED}}}
+                                     "b_big": 512, "ratio": 4.0, "inside": False}}
     lines = "\n".join(render_console(cbs_section(from_summary(old))))
     assert "B_simple/B* = 0.25" in lines and "B* outside B_simple's interval" in lines
+    assert "B_20% = 80 [40, 160] (95%)" in lines and "B_simple = 100 [60, 150] (90%)" in lines
+    assert "note: B_branch: not in this summary.json" in lines
+    del old["predicted_noise_scale"]
+    assert [e.name for e in from_summary(old).estimates] == ["b_star_fit", "b_overhead_20"]
     assert from_summary({}) is None and from_summary(None) is None
 
 

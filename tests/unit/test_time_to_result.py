@@ -190,7 +190,7 @@ def test_report_section_files_and_predicted_noise_scale(location, tmp_path, caps
     assert page.count('alt="time_to_result.svg"') == 1  # in its section, not again in Figures
     assert f"the fastest batch size is {analysis.time_cost.fastest.batch_size}" in page
     assert "Step-time profile" in page and "<td>probe</td>" in page
-    assert "B_simple predicted before the sweep: 50 [30, 90] (95%)" in page
+    assert "B_simple predicted before the sweep: 50 [30, 90] (90%)" in page
     b_star = analysis.fits[analysis.study.goals[0].label].b_star
     two_sided = b_star.status == "measured"  # else no ratio to a B* bounded on one side
     assert (f"B_simple/B* = {50 / b_star.value:.3g}" in markdown) == two_sided

@@ -40,6 +40,9 @@ from batchscale.core.critical_batch_size import DEFINITIONS, OVERHEAD, PROBE, SW
 
 FITTED = ("b_star_fit", "b_overhead_20")
 PREDICTED = tuple(name for name, d in DEFINITIONS.items() if d.source == PROBE)
+PLAN_LEVEL = 0.9  # B_simple's interval level in every plan.json so far (noise_scale's default)
+OLD_SUMMARY = ("not in this summary.json, written before the report showed every definition; "
+               "`batchscale report STUDY` writes it anew")
 PLAN_HINT = ("`batchscale plan SPEC` with this study's spec measures it (it writes plan.json "
              "beside the study, where the report reads it)")
 
@@ -122,17 +125,24 @@ def _fitted(fit: RegimeFit | None) -> tuple[list[CbsEstimate], dict[str, str]]:
     if fit is None or not fit.fitted:
         why = f"no regime fit ({fit.reason})" if fit is not None else "no regime fit"
         return [], {name: why for name in FITTED}
-    b = regime_bound(fit.b_star)
+    return _from_b_star(fit.b_star, fit.batch_sizes, fit.level), {}
+
+
+def _from_b_star(est, batch_sizes, level: float) -> list[CbsEstimate]:
+    """B* and B_20% from the fit's B* (a ``regimes.Estimate`` or summary.json's dict of
+    it): the ends the data bound (``intervals.regime_bound``; an open end 0 or inf, no
+    interval NaN), and the words for a one-sided or undetermined B* as the note."""
+    b = regime_bound(est)
     low, high = (math.nan, math.nan) if b.kind == VALUE else (
         b.low if b.low is not None else 0.0, b.high if b.high is not None else math.inf)
-    value = fit.b_star.value
-    note = "" if b.kind in (INTERVAL, VALUE) else regime_text(fit.b_star, fit.batch_sizes,
-                                                              level=fit.level, short=True)
-    b_star = CbsEstimate("b_star_fit", value, low, high, fit.level, None, note)
+    value = _number(est.get("value") if isinstance(est, dict) else est.value)
+    note = "" if b.kind in (INTERVAL, VALUE) else regime_text(est, batch_sizes, level=level,
+                                                              short=True)
+    b_star = CbsEstimate("b_star_fit", value, low, high, level, None, note)
     over = CbsEstimate("b_overhead_20", OVERHEAD * value, OVERHEAD * low, OVERHEAD * high,
-                       fit.level, None, f"{OVERHEAD:g} × B*, B*'s interval scaled alike"
+                       level, None, f"{OVERHEAD:g} × B*, B*'s interval scaled alike"
                        + (f"; B* {note}" if note else ""))
-    return [b_star, over], {}
+    return [b_star, over]
 
 
 def _number(value) -> float:
@@ -158,7 +168,7 @@ def _old_noise_scale(plan: dict) -> CbsEstimate | None:
     low, high = _number(noise.get("low")), _number(noise.get("high"))
     return CbsEstimate("b_simple", _number(noise["value"]), low if math.isfinite(low) else 0.0,
                        high if math.isfinite(high) else math.inf,
-                       _number(noise.get("level")) if noise.get("level") is not None else 0.95,
+                       _number(noise.get("level")) if noise.get("level") is not None else PLAN_LEVEL,
                        examples, f"from gradients over {noise.get('b_small')} and "
                                  f"{noise.get('b_big')} examples (plan.json's noise_scale)")
 
@@ -216,8 +226,7 @@ def critical_batch_sizes(fit: RegimeFit | None, plan: dict | None, goal: str = "
 
 def from_summary(doc: dict | None) -> CriticalBatchSizes | None:
     """The record back from summary.json (what the console prints from): its
-    ``critical_batch_sizes``, or, in one written before it, ``predicted_noise_scale``
-    (B_simple beside B*); None when it holds neither."""
+    ``critical_batch_sizes``, or what one written before it holds (``_old_summary``)."""
     if not isinstance(doc, dict):
         return None
     raw = doc.get("critical_batch_sizes")
@@ -233,15 +242,28 @@ def from_summary(doc: dict | None) -> CriticalBatchSizes | None:
         return CriticalBatchSizes(str(raw.get("goal", "")), tuple(estimates),
                                   dict(raw.get("missing") or {}), tuple(predictions),
                                   raw.get("sweep_examples"))
-    old = doc.get("predicted_noise_scale")
-    if not isinstance(old, dict) or old.get("value") is None:
+    return _old_summary(doc)
+
+
+def _old_summary(doc: dict) -> CriticalBatchSizes | None:
+    """What a summary.json written before ``critical_batch_sizes`` gives: B* and B_20% from
+    its first goal's regime fit, B_simple and its ratio from ``predicted_noise_scale``
+    (B*/B_simple there; its level was ``PLAN_LEVEL``); None without a fitted first goal
+    or a prediction."""
+    goal = str((doc.get("goals") or [""])[0])
+    fit = (doc.get("regimes") or {}).get(goal) or {}
+    estimates = []
+    if fit.get("fitted") and isinstance(fit.get("b_star"), dict):
+        estimates = _from_b_star(fit["b_star"], fit.get("batch_sizes") or [],
+                                 float(fit.get("level", 0.95)))
+    old, predictions = doc.get("predicted_noise_scale"), ()
+    if isinstance(old, dict) and old.get("value") is not None:
+        estimates.append(_from_dict({"level": PLAN_LEVEL, **old}, "b_simple"))
+        ratio = old.get("ratio")  # B*/B_simple: predicted / fitted is its inverse
+        predictions = (Prediction("b_simple", 1 / ratio if ratio else None, old.get("inside")),)
+    if not estimates:
         return None
-    goals = doc.get("goals") or [""]
-    estimates = [_from_dict(old, "b_simple")]
-    b = old.get("b_star")
-    if isinstance(b, dict) and b.get("value") is not None:
-        estimates.insert(0, _from_dict(b, "b_star_fit"))
-    ratio = old.get("ratio")  # B*/B_simple there: predicted / fitted is its inverse
-    prediction = Prediction("b_simple", 1 / ratio if ratio else None, old.get("inside"))
-    return CriticalBatchSizes(str(goals[0]), tuple(estimates), {}, (prediction,),
+    found = {e.name for e in estimates}
+    return CriticalBatchSizes(goal, tuple(estimates),
+                              {n: OLD_SUMMARY for n in DEFINITIONS if n not in found}, predictions,
                               (doc.get("training_cost") or {}).get("trained_examples"))
