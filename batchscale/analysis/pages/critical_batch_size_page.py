@@ -123,9 +123,9 @@ def cbs_section(cbs: CriticalBatchSizes | None, figures=()) -> Section | None:
         Paragraph(f"critical batch size, by definition (goal {cbs.goal}, validation; {DOC}):",
                   media=(CONSOLE,)),
         Paragraph("\n".join(_console(cbs)), media=(CONSOLE,)),
-        *([Figures(list(figures), media=(HTML,))] if figures else []),
         *(Paragraph(line) for line in prediction_lines(cbs)),
         Notes(missing), Notes(notes, media=PAGES),
+        *([Figures(list(figures), media=(HTML,))] if figures else []),
         *([Figures(list(figures), media=(MARKDOWN,))] if figures else [])],
         heading_media=PAGES)
 

@@ -43,8 +43,8 @@ PREDICTED = tuple(name for name, d in DEFINITIONS.items() if d.source == PROBE)
 PLAN_LEVEL = 0.9  # B_simple's interval level in every plan.json so far (noise_scale's default)
 OLD_SUMMARY = ("not in this summary.json, written before the report showed every definition; "
                "`batchscale report STUDY` writes it anew")
-PLAN_HINT = ("`batchscale plan SPEC` with this study's spec measures it (it writes plan.json "
-             "beside the study, where the report reads it)")
+PLAN_HINT = "run `batchscale plan SPEC` with this study's spec"
+PLAN_WHERE = "it writes plan.json beside the study, where the report reads it"
 
 
 @dataclass(frozen=True)
@@ -213,9 +213,9 @@ def critical_batch_sizes(fit: RegimeFit | None, plan: dict | None, goal: str = "
     probes = plan_estimates(plan)
     for name in PREDICTED:
         if name not in probes:
-            missing[name] = f"not measured: {PLAN_HINT}" if plan is None else (
-                f"not in this study's plan.json (written by an older `batchscale plan`); "
-                f"running it again: {PLAN_HINT}")
+            missing[name] = f"not measured: {PLAN_HINT} ({PLAN_WHERE})" if plan is None else (
+                f"not in this study's plan.json (written by an older `batchscale plan`): "
+                f"{PLAN_HINT} again")
     found = {e.name: e for e in [*fitted, *probes.values()]}
     estimates = tuple(found[name] for name in DEFINITIONS if name in found)
     b_star = found.get("b_star_fit")
