@@ -191,6 +191,8 @@ def test_report_section_files_and_predicted_noise_scale(location, tmp_path, caps
     assert f"the fastest batch size is {analysis.time_cost.fastest.batch_size}" in page
     assert "Step-time profile" in page and "<td>probe</td>" in page
     assert "B_simple predicted before the sweep: 50 [30, 90] (90%)" in page
+    regimes = markdown[markdown.index("## Regimes"):markdown.index("## Critical batch size")]
+    assert "B*, the fitted critical batch size: B* of S(B) = S_min (1 + B*/B)" in regimes
     b_star = analysis.fits[analysis.study.goals[0].label].b_star
     two_sided = b_star.status == "measured"  # else no ratio to a B* bounded on one side
     assert (f"B_simple/B* = {50 / b_star.value:.3g}" in markdown) == two_sided
