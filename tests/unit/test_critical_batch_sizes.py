@@ -111,6 +111,8 @@ def test_a_b_star_the_data_do_not_bound_on_both_sides(status, text):
     b_star = cbs.get("b_star_fit")
     md = "\n".join(render_markdown(cbs_section(cbs)))
     assert f"| B* | {text}" in md and b_star.note  # the note says why (regime_text)
+    console = render_console(cbs_section(cbs))
+    assert f"  B* {text} (95%)" in console[1] if status == ABOVE else "  B* = —;" in console[1]
     assert cbs.prediction("b_simple").ratio is None
     assert "no ratio: the fit bounds B* on one side only or not at all" in md
     metrics = cbs_metrics(cbs)

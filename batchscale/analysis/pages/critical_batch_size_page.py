@@ -106,7 +106,8 @@ def _console(cbs: CriticalBatchSizes) -> list[str]:
     out = []
     for name, row in zip(DEFINITIONS, cbs_table(cbs).itertuples(index=False)):
         spent = "" if row[2] == "—" else f"; {row[2]}"
-        out.append(f"  {row[0]} = {row[1]}{spent} — {DEFINITIONS[name].definition}")
+        equals = " " if row[1][:1] in "≥≤" else " = "  # B* ≥ 715, not B* = ≥ 715
+        out.append(f"  {row[0]}{equals}{row[1]}{spent} — {DEFINITIONS[name].definition}")
     return out
 
 
