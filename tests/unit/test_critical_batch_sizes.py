@@ -85,6 +85,8 @@ def test_an_older_plan_gives_b_simple_and_its_probe_cost():
     assert cbs.prediction("b_simple").ratio == pytest.approx(0.25)
     assert cbs.prediction("b_simple").inside is False
     assert "older `batchscale plan`" in cbs.missing["b_branched"]
+    odd = {**OLD_PLAN, "probe": {"batch_size": "eight", "runs": [{"steps": 1000}]}}
+    assert critical_batch_sizes(fit(), odd, GOAL, SWEEP).get("b_simple").examples is None
 
 
 def test_no_plan_says_how_to_measure_the_probes():

@@ -161,10 +161,13 @@ def _old_noise_scale(plan: dict) -> CbsEstimate | None:
         return None
     probe = plan.get("probe") if isinstance(plan.get("probe"), dict) else {}
     examples = None
-    if probe.get("batch_size") and isinstance(probe.get("runs"), list):
-        trained = sum(int(r.get("steps") or 0) for r in probe["runs"] if isinstance(r, dict))
-        gradients = int(noise.get("measurements") or 0) * int(noise.get("b_big") or 0)
-        examples = trained * int(probe["batch_size"]) + gradients
+    try:  # a probe record that cannot be read leaves the cost unknown, not the report failed
+        if probe.get("batch_size") and isinstance(probe.get("runs"), list):
+            trained = sum(int(r.get("steps") or 0) for r in probe["runs"] if isinstance(r, dict))
+            gradients = int(noise.get("measurements") or 0) * int(noise.get("b_big") or 0)
+            examples = trained * int(probe["batch_size"]) + gradients
+    except (TypeError, ValueError):
+        examples = None
     low, high = _number(noise.get("low")), _number(noise.get("high"))
     return CbsEstimate("b_simple", _number(noise["value"]), low if math.isfinite(low) else 0.0,
                        high if math.isfinite(high) else math.inf,
