@@ -59,13 +59,14 @@ def check(study: str, work: str) -> dict:
         if "metadata.json" in files:
             with open(os.path.join(root, "metadata.json")) as fh:
                 train_seconds += json.load(fh).get("train_seconds") or 0.0
-    predicted = summary.get("predicted_noise_scale") or {}
+    cbs = summary.get("critical_batch_sizes") or {}  # every definition, by name
+    predicted = cbs.get("b_simple") or {}
     summary_tc = (summary.get("time_and_cost") or {}).get("summary") or {}
     estimate, cost = plan["estimate"], summary["training_cost"]
     return {
         "study": name, "plan_seconds": plan_seconds, "run_seconds": run_seconds,
-        "b_simple": plan["noise_scale"], "b_star": predicted.get("b_star"),
-        "ratio": predicted.get("ratio"), "inside": predicted.get("inside"),
+        "b_simple": plan["noise_scale"], "b_star": cbs.get("b_star_fit"),
+        "ratio": predicted.get("predicted_over_fitted"), "inside": predicted.get("b_star_inside"),
         "probe": plan["probe"], "grid": plan["grid"],
         "estimated_steps": estimate["trained_steps"], "trained_steps": cost["trained_steps"],
         "full_steps": cost["full_steps"], "estimated_full_steps": estimate["full_steps"],
@@ -82,7 +83,8 @@ def show(r: dict) -> None:
     print(f"  B_simple {n['value']:.0f} [{n['low']:.0f}, {n['high']:.0f}] (probe at batch "
           f"{n['b_small']} / {n['b_big']}, {r['probe']['steps']} steps); fitted B* "
           f"{b.get('value', float('nan')):.0f} [{b.get('low', float('nan')):.0f}, "
-          f"{b.get('high', float('nan')):.0f}]; B*/B_simple {r['ratio']}; inside: {r['inside']}")
+          f"{b.get('high', float('nan')) or float('inf'):.0f}]; B_simple/B* {r['ratio']}; B* inside: "
+          f"{r['inside']}")
     print("  probe runs: " + "; ".join(
         f"lr {x['parameters']['learning_rate']:.3g}: "
         + ("diverged" if x["diverged"] else f"goal at {x['crossing']}" if x["crossing"]

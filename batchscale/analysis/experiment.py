@@ -59,7 +59,7 @@ def compare_experiment(experiment: ExperimentSpec) -> ExperimentComparison:
         alpha = exponent.alpha
         figures[FIGURE_B_STAR] = b_star_by_data_size_plot(
             points, exponent.alpha.value if alpha.value is not None else float("nan"), exponent.c,
-            f"{experiment.name}: critical batch size against training examples", alpha.text())
+            f"{experiment.name}: fitted critical batch size B* against training examples", alpha.text())
     robustness = _robustness(experiment, comparison)
     if robustness:
         figures[FIGURE_KTH_BEST] = kth_best_overlay_plot(

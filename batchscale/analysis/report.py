@@ -13,8 +13,9 @@ the answer first, ``answer``, then a table of contents), summary.md, summary.jso
 trials.csv, time_to_result.csv and step_times.csv among them) and the figures as SVG
 files, none of them naming the local folder the study was read from (``locations``).
 Time and cost to result (``time_to_result``) are of the first goal on the validation
-metric, with step times from the trials and the study's probes (``step_times``); the
-plan's predicted noise scale is set beside the fitted B* (``time_pages.predicted_noise_scale``).
+metric, with step times from the trials and the study's probes (``step_times``); every
+definition of the critical batch size (the fit's B* and 20%-overhead batch size, plan.json's
+probes: ``critical_batch_sizes``) is of the first goal too, each probe set beside B*.
 Only those files are written; trials are never touched. ``report_study`` does both for
 ``batchscale report`` and the pipeline's aggregate step. A report for goals asked for
 (``report --goal``) goes beside the study's own, in ``report/goal-<goals>/``
@@ -32,18 +33,19 @@ import re
 
 import pandas as pd
 
+from batchscale.analysis.figures.plots_cbs import cbs_figures
 from batchscale.analysis.figures.plots_laws import LAWS_FIGURE, metaparameter_laws_plot
 from batchscale.analysis.figures.plots_robustness import robustness_figures
 from batchscale.analysis.figures.report_figures import report_figures, time_figures
 from batchscale.analysis.pages.report_summary import kfp_metrics, plain, summary_json
 from batchscale.analysis.pages.report_tables import TRIALS_FILE, trials_table
-from batchscale.analysis.pages.time_pages import predicted_noise_scale
 from batchscale.analysis.reading.censoring import stop_table, study_protocol, trial_censoring
 from batchscale.analysis.reading.completeness import UnfinishedTrial, unfinished_trials
 from batchscale.analysis.reading.locations import private_root, without_root
 from batchscale.analysis.reading.study_files import damaged_trials
 from batchscale.analysis.reading.study_reader import Study, load_study
 from batchscale.analysis.statistics.censoring_notes import approximate_fit_note, censoring_notes
+from batchscale.analysis.statistics.critical_batch_sizes import critical_batch_sizes
 from batchscale.analysis.statistics.goal_steps import GOAL_STEPS_FILE, goal_steps_table
 from batchscale.analysis.statistics.metaparameter_law_fits import LAWS_CAPTION, metaparameter_laws
 from batchscale.analysis.statistics.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
@@ -113,6 +115,10 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                               step_time_profile(study.metadata, read_probes(study)),
                               fits[primary.label], spec_price(study), price, resamples, seed)
     figures.update(time_figures(time_cost, study.name))
+    cost = training_cost(study)
+    cbs = critical_batch_sizes(fits[primary.label], read_study_plan(study), primary.label,
+                               cost.get("trained_examples"))
+    figures.update(cbs_figures(fits[primary.label], cbs, f"{study.name}: {primary.label}"))
     robust = all_robustness(study, robustness_k)
     figures.update(robustness_figures(robust[robust["goal"] == primary.label],
                                       f"{study.name}: {primary.label}"))
@@ -124,9 +130,8 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                     goal_steps=goal_steps_table(study), unfinished=_unfinished(study),
                     protocol=protocol, censoring=censoring_notes(study, steps),
                     rounds=rounds_table(study, crossed[primary.label]),
-                    round_notes=trial_cap_notes(study), cost=training_cost(study),
-                    time_cost=time_cost, predicted_noise_scale=predicted_noise_scale(
-                        read_study_plan(study), fits[primary.label]),
+                    round_notes=trial_cap_notes(study), cost=cost,
+                    time_cost=time_cost, critical_batch_sizes=cbs,
                     robustness=robust, robustness_k=robustness_k, laws=laws)
 
 

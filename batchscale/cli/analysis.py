@@ -162,13 +162,16 @@ def print_damaged(damaged: list[dict] | None) -> int:
 
 def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = None,
                   width: int | None = None) -> None:
-    """The validation tables, each goal's regimes, warnings, what early stopping leaves
+    """The validation tables, each goal's regimes, every definition's critical batch size
+    (``critical_batch_size_page``), warnings, what early stopping leaves
     unknown, batch sizes short of non-divergent trials, then the answer (last, where a
     terminal leaves it in view: ``analysis.statistics.answer``) and where the report is.
     ``width``: the characters the tables must fit (None: every column)."""
     from batchscale.analysis.pages.answer_box import console_lines
+    from batchscale.analysis.pages.critical_batch_size_page import cbs_section
     from batchscale.analysis.pages.report_pages import format_table
-    from batchscale.analysis.pages.time_pages import noise_scale_line
+    from batchscale.analysis.pages.sections import render_console
+    from batchscale.analysis.statistics.critical_batch_sizes import from_summary
 
     print(format_table(steps[steps["split"] == "val"], width, WIDE_HINT))
     for goal, fit in (doc.get("regimes") or {}).items():
@@ -178,11 +181,12 @@ def print_summary(steps, doc: dict, report_url: str, elapsed: float | None = Non
         print(f"{goal}: " + "; ".join(_estimate_line(name, fit, key) for key, name in (
             ("s_min", "S_min"), ("b_star", "B*"), ("perfect_scaling_end", "perfect scaling ends"),
             ("max_useful_batch_size", "max useful batch size"))))
+    for line in render_console(cbs_section(from_summary(doc)), width):
+        print(line)
     answer = console_lines(doc.get("answer"))
-    for line in (noise_scale_line(doc.get("predicted_noise_scale")),
-                 None if answer else time_cost_line(doc.get("time_and_cost"))):
-        if line:
-            print(line)
+    line = None if answer else time_cost_line(doc.get("time_and_cost"))
+    if line:
+        print(line)
     for warning in doc.get("search_space_warnings") or []:
         print(f"warning: {warning['message']}")
     for note in doc.get("notes") or []:

@@ -29,6 +29,7 @@ from batchscale.analysis.compare import (
 from batchscale.analysis.statistics.intervals import regime_text
 from batchscale.cli.analysis import DEFAULT_COMPARE_OUT
 from batchscale.cli.analysis import add_commands as add_analysis_commands
+from batchscale.core.critical_batch_size import DEFINITIONS
 from batchscale.core.spec import SpecError
 from batchscale.store.filesystem import open_root
 from tests import paper_database as db
@@ -250,6 +251,7 @@ def test_fit_with_three_batch_sizes(tmp_path):
     markdown = open(urls["compare.md"]).read()  # the report's interval notation
     b_star = regime_text(fit.b_star, fit.batch_sizes, level=fit.level, short=True)
     assert f"| {FM} | classification_error<0.1 | " in markdown and f" {b_star} |" in markdown
+    assert DEFINITIONS["b_star_fit"].definition in markdown  # which critical batch size B* is
     two = compare_studies([str(tmp_path / "a")], fit=True, goal="classification_error<0.09",
                           num_trials=1)
     assert steps(two, FM) == {2: None, 8: 100, 32: 100}  # trial 1 only: 0.09 at 400 is not < 0.09

@@ -3,7 +3,8 @@ timings (packed ones and short ones left out, a probe where trials are few), tim
 step time, cost = time x devices x price, the price's precedence (--price > spec > table),
 the fastest and the cheapest batch size, the device limit (measured and projected), the
 bootstrap interval around the point, and the report's section, files, figures and the
-plan's predicted B_simple. Expected values are computed below from the rows written."""
+plan's B_simple in the critical batch sizes' section. Expected values are computed below
+from the rows written."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import statistics
 import pandas as pd
 import pytest
 
-from batchscale.analysis.pages.time_pages import noise_scale_line, predicted_noise_scale
 from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.report import REPORT_FILES, analyse, kfp_metrics, summary_json, write_report
 from batchscale.analysis.statistics.regimes import Estimate, RegimeFit, fit_regimes
@@ -178,7 +178,7 @@ def test_device_limit_measured_and_projected():
 
 def test_report_section_files_and_predicted_noise_scale(location, tmp_path, capsys):
     study = load_study(location)
-    assert read_study_plan(study) is None and noise_scale_line(predicted_noise_scale(None, None)) is None
+    assert read_study_plan(study) is None
     write_plan(open_root(str(tmp_path / "store")), NAME, {"noise_scale": {
         "value": 50.0, "low": 30.0, "high": 90.0, "b_small": 8, "b_big": 512}})
     analysis = analyse(load_study(location), resamples=50)
@@ -190,22 +190,28 @@ def test_report_section_files_and_predicted_noise_scale(location, tmp_path, caps
     assert page.count('alt="time_to_result.svg"') == 1  # in its section, not again in Figures
     assert f"the fastest batch size is {analysis.time_cost.fastest.batch_size}" in page
     assert "Step-time profile" in page and "<td>probe</td>" in page
-    assert "B_simple predicted by `batchscale plan` before the sweep: 50 [30, 90]" in page
-    b_star = analysis.fits[analysis.study.goals[0].label].b_star.value
-    assert f"B*/B_simple = {b_star / 50:.3g}" in markdown
+    assert "B_simple predicted before the sweep: 50 [30, 90] (90%)" in page
+    regimes = markdown[markdown.index("## Regimes"):markdown.index("## Critical batch size")]
+    assert "B*, the fitted critical batch size: B* of S(B) = S_min (1 + B*/B)" in regimes
+    b_star = analysis.fits[analysis.study.goals[0].label].b_star
+    two_sided = b_star.status == "measured"  # else no ratio to a B* bounded on one side
+    assert (f"B_simple/B* = {50 / b_star.value:.3g}" in markdown) == two_sided
+    assert ("no ratio: the fit bounds B* on one side only" in markdown) != two_sided
     assert {"time_to_result.csv", "step_times.csv"} <= set(REPORT_FILES)
     assert {"time_to_result.csv", "step_times.csv", "time_to_result.svg",
             "cost_to_result.svg"} <= {p.name for p in out.iterdir()}
     doc = json.loads((out / "summary.json").read_text())
     assert [r["batch_size"] for r in doc["time_and_cost"]["per_batch_size"]] == sorted(TRIALS)
     assert doc["time_and_cost"]["summary"]["fastest"]["batch_size"] == analysis.time_cost.fastest.batch_size
-    assert doc["predicted_noise_scale"]["value"] == 50.0
-    assert doc["predicted_noise_scale"]["inside"] == (30.0 <= b_star <= 90.0)
+    assert doc["critical_batch_sizes"]["b_simple"]["value"] == 50.0
+    assert doc["critical_batch_sizes"]["b_simple"]["b_star_inside"] == (
+        (30.0 <= b_star.value <= 90.0) if two_sided else None)
     assert summary_json(analysis)["time_and_cost"]["summary"]["price_date"]
     metrics = kfp_metrics(analysis)
     assert metrics["fastest_batch_size"] == analysis.time_cost.fastest.batch_size
     assert metrics["cheapest_batch_size"] == analysis.time_cost.cheapest.batch_size
     assert metrics["time_to_result_seconds"] == pytest.approx(analysis.time_cost.fastest.value)
+    assert (metrics["cbs_noise_scale"], metrics["cbs_noise_scale_low"]) == (50.0, 30.0)
 
 
 def test_cli_price_flag(location, tmp_path, capsys):

@@ -48,7 +48,7 @@ def b_star_by_data_size_plot(points, alpha: float, c: float, title: str, alpha_t
         ax.set_xticks([p[0] for p in drawn], [f"{p[0]:g}" for p in drawn])
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("training examples D")
-    ax.set_ylabel("critical batch size B* (95% interval)")
+    ax.set_ylabel("fitted critical batch size B* (95% interval)")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     _legend(ax)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from batchscale.analysis.figures.plots import STEPS
 from batchscale.analysis.pages import html as H
+from batchscale.analysis.pages.critical_batch_size_page import b_star_line
 from batchscale.analysis.pages.sections import (
     HTML,
     MARKDOWN,
@@ -140,7 +141,8 @@ def comparison_sections(result: Comparison) -> list[Section]:
         Section(None, "By batch size", [Table(_display_wide(result)),
                                         Paragraph(f"{_legend_line(result)}.", note=True)],
                 heading_media=(HTML,)),
-        *([Section(None, "Regime fits (95% bootstrap intervals)", [Table(fits)])]
+        *([Section(None, "Regime fits (95% bootstrap intervals)",
+                   [Table(fits), Paragraph(b_star_line(), note=True)])]
           if fits is not None else []),
         Section(None, "All rows", [Table(result.table),
                                    Figures(figures, page="compare.html", media=(MARKDOWN,))]),

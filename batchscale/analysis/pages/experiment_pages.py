@@ -24,6 +24,7 @@ from batchscale.analysis.pages.compare_pages import (
     fit_table,
     legend_line,
 )
+from batchscale.analysis.pages.critical_batch_size_page import b_star_line
 from batchscale.analysis.pages.robustness_page import shown_table
 from batchscale.analysis.pages.sections import (
     PAGES,
@@ -47,8 +48,9 @@ FIGURE_KTH_BEST = "compare_kth_best.svg"
 CAPTION_KTH_BEST = ("Each study's steps to result by its best trial (solid) and by its {k} trial "
                     "(dashed, same colour): a curve that holds at the {k} trial does not rest on "
                     "one lucky trial. Bounds under early stopping are in the tables.")
-CAPTION_B_STAR = ("The critical batch size B* of each data size's study with its 95% bootstrap "
-                  "interval (an arrow: open on that side), and the fitted B* = c·D^α (dashed).")
+CAPTION_B_STAR = ("The fitted critical batch size B* (S = 2 S_min on the study's fitted curve) of "
+                  "each data size's study with its 95% bootstrap interval (an arrow: open on "
+                  "that side), and the fitted B* = c·D^α (dashed).")
 # a narrow console keeps B* and the perfect-scaling end, the quantities the findings compare
 CONSOLE_LEAVE_OUT = ("goal", "max_useful_batch_size", "s_min", "perfect_scaling_end")
 QUANTITIES = ("s_min", "b_star", "perfect_scaling_end", "max_useful_batch_size")
@@ -94,7 +96,8 @@ def experiment_sections(result: ExperimentComparison) -> list[Section]:
     sections = [_findings(result),
                 Section("curves", "Steps to result", overlay, media=PAGES)]
     sections.append(Section("fits", "Regime fits (95% bootstrap intervals)",
-                            [Table(fits, leave_out_first=CONSOLE_LEAVE_OUT)] if fits is not None else
+                            [Table(fits, leave_out_first=CONSOLE_LEAVE_OUT),
+                             Paragraph(b_star_line(), note=True)] if fits is not None else
                             [Paragraph("No study could be fitted (see the notes).")]))
     if result.exponent is not None:
         sections.append(Section("b_star_by_data_size", "B*(D)", [

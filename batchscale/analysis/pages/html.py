@@ -140,8 +140,9 @@ def page(title: str, body: str) -> str:
 
 
 def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None) -> list[str]:
+    """A Markdown table; a ``|`` inside a cell (``|G|²``) is escaped, not a column's end."""
     columns = columns or list(frame.columns)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |"
+    lines += ["| " + " | ".join(fmt(v).replace("|", "\\|") for v in row) + " |"
               for row in frame[columns].itertuples(index=False)]
     return lines

@@ -11,6 +11,7 @@ import pandas as pd
 
 from batchscale.analysis.pages import html as h
 from batchscale.analysis.pages.answer_box import answer_section
+from batchscale.analysis.pages.critical_batch_size_page import critical_batch_size_section
 from batchscale.analysis.pages.law_pages import laws_section
 from batchscale.analysis.pages.pack_mode_page import pack_mode_section
 from batchscale.analysis.pages.protocol_pages import early_stopping_section, rounds_section
@@ -39,6 +40,7 @@ def report_sections(analysis: Analysis) -> list[Section]:
     """Every section of the report below the answer, in reading order (None: left out)."""
     found = [intro_section(analysis), damaged_section(analysis), unfinished_section(analysis),
              early_stopping_section(analysis), regimes_section(analysis),
+             critical_batch_size_section(analysis),
              search_space_section(analysis), time_section(analysis),
              pack_mode_section(analysis), figures_section(analysis),
              *steps_sections(analysis), robustness_section(analysis), counts_section(analysis),

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from batchscale.analysis.figures.plots_cbs import CBS_FIGURE
 from batchscale.analysis.figures.plots_laws import LAWS_FIGURE
 from batchscale.analysis.figures.plots_robustness import ROBUSTNESS_FIGURE
 from batchscale.analysis.figures.report_figures import TIME_FIGURES
+from batchscale.analysis.pages.critical_batch_size_page import TITLE as CBS_TITLE
+from batchscale.analysis.pages.critical_batch_size_page import b_star_line
 from batchscale.analysis.pages.protocol_pages import protocol_methods
 from batchscale.analysis.pages.sections import (
     HTML,
@@ -26,7 +29,6 @@ from batchscale.analysis.pages.sections import (
     Table,
     Warnings,
 )
-from batchscale.analysis.pages.time_pages import noise_scale_line
 from batchscale.analysis.reading.censoring import early_stopping, protocol_label, stopping_goals
 from batchscale.analysis.reading.completeness import (
     NO_CHECKPOINT,
@@ -56,8 +58,9 @@ METHODS = (
     "Steps to result: per batch size, the earliest evaluation step at which any counted trial "
     "(status {counted}) strictly beat the goal, ties to the lower trial id, exactly as the "
     "paper's released analysis computes it. Regimes: S(B) = S_min (1 + B*/B) fitted by least "
-    "squares on log steps to the steps-to-result curve. B* is the critical batch size "
-    "(S = 2 S_min); perfect scaling ends where the local scaling efficiency "
+    "squares on log steps to the steps-to-result curve. B* is the fitted critical batch size "
+    "(S = 2 S_min; the other definitions of a critical batch size: docs/critical-batch-size.md); "
+    "perfect scaling ends where the local scaling efficiency "
     "−d log S / d log B = B*/(B + B*) falls to 0.8 (B = B*/4, steps 25% above perfect "
     "scaling); the maximum useful batch size is where S = 1.1 S_min (B = 10 B*). Intervals: "
     "{level:.0%} percentile bootstrap over {resamples} resamples of every batch size's trials; "
@@ -83,12 +86,6 @@ def regimes_table(fits: dict[str, RegimeFit]) -> pd.DataFrame:
                      "fit": f"{len(fit.batch_sizes)} batch sizes ({min(fit.batch_sizes)}–"
                             f"{max(fit.batch_sizes)})"})
     return pd.DataFrame(rows)
-
-
-def _predicted(analysis: Analysis) -> list[str]:
-    """The plan's predicted B_simple beside the fitted B* (first goal), when plan.json exists."""
-    line = noise_scale_line(analysis.predicted_noise_scale)
-    return [f"{analysis.study.goals[0].label}: {line}"] if line else []
 
 
 def _level(analysis: Analysis) -> tuple[float, int]:
@@ -187,9 +184,10 @@ def unfinished_section(analysis: Analysis) -> Section | None:
 
 
 def regimes_section(analysis: Analysis) -> Section:
-    """"Regimes": one row per goal, the plan's prediction beside B*, the fits' caveats."""
+    """"Regimes": one row per goal, what its B* is, the fits' caveats."""
     return Section("regimes", "Regimes", [
-        Table(regimes_table(analysis.fits)), *(Paragraph(line) for line in _predicted(analysis)),
+        Table(regimes_table(analysis.fits)),
+        Paragraph(b_star_line(f"the section \"{CBS_TITLE}\""), note=True),
         Notes(analysis.notes)])
 
 
@@ -202,11 +200,12 @@ def search_space_section(analysis: Analysis) -> Section | None:
 
 def _figures(analysis: Analysis) -> Figures:
     return Figures([(name, image, caption) for name, (image, caption) in analysis.figures.items()
-                    if name not in (*TIME_FIGURES, ROBUSTNESS_FIGURE, LAWS_FIGURE)])
+                    if name not in (*TIME_FIGURES, ROBUSTNESS_FIGURE, LAWS_FIGURE, CBS_FIGURE)])
 
 
 def figures_section(analysis: Analysis) -> Section:
-    """Every figure but time and cost's and robustness' (in their own sections), embedded
+    """Every figure but time and cost's, robustness' and the critical batch sizes' (in their
+    own sections), embedded
     (report.html only; summary.md names them at its end, ``methods_section``)."""
     return Section("figures", "Figures", [_figures(analysis)], media=(HTML,))
 

@@ -12,16 +12,18 @@ import math
 
 from batchscale.analysis.reading.censoring import protocol_label
 from batchscale.analysis.reading.locations import shown_location
+from batchscale.analysis.statistics.critical_batch_sizes import estimate_bound
 from batchscale.analysis.statistics.intervals import regime_bound
 from batchscale.analysis.statistics.study_analysis import Analysis
 
 
 def summary_json(analysis: Analysis) -> dict:
     """The report's numbers as one JSON document (what summary.json holds); the keys on
-    early stopping, rounds, training cost, time and the answer come last (older readers
+    early stopping, rounds, training cost, time, the critical batch sizes (first goal,
+    ``critical_batch_sizes.CriticalBatchSizes.to_dict``) and the answer come last (older readers
     see a prefix), then robustness (``statistics.robustness``). ``location``: as the report
     names it (``locations.shown_location``)."""
-    study = analysis.study
+    study, cbs = analysis.study, analysis.critical_batch_sizes
 
     def records(frame):
         return json.loads(frame.to_json(orient="records"))
@@ -42,7 +44,7 @@ def summary_json(analysis: Analysis) -> dict:
         "search_rounds": records(analysis.rounds), "search_round_notes": analysis.round_notes,
         "training_cost": analysis.cost,
         "time_and_cost": analysis.time_cost and analysis.time_cost.to_dict(),
-        "predicted_noise_scale": analysis.predicted_noise_scale,
+        "critical_batch_sizes": cbs and cbs.to_dict(),
         "answer": analysis.answer.to_dict(),
         "robustness_k": analysis.robustness_k, "robustness": records(analysis.robustness),
         "metaparameter_laws": plain(analysis.laws.to_dict()) if analysis.laws else None,
@@ -79,6 +81,7 @@ def kfp_metrics(analysis: Analysis) -> dict[str, float]:
     metrics.update(analysis.time_cost.metrics() if analysis.time_cost else {})
     for row in analysis.steps.dropna(subset=["steps_to_result"]).itertuples():
         metrics[f"{row.split}/{row.goal}/steps_to_result/b{row.batch_size}"] = float(row.steps_to_result)
+    metrics.update(cbs_metrics(analysis.critical_batch_sizes))
     for label, fit in analysis.fits.items():
         if not fit.fitted:
             continue
@@ -86,4 +89,15 @@ def kfp_metrics(analysis: Analysis) -> dict[str, float]:
             shown = regime_bound(getattr(fit, name), steps=name == "s_min").numbers()
             for part, value in shown.items():
                 metrics[f"val/{label}/{name}" + ("" if part == "value" else f"/{part}")] = value
+    return metrics
+
+
+def cbs_metrics(cbs) -> dict[str, float]:
+    """Each critical batch size under its definition's metric name
+    (``core.critical_batch_size.DEFINITIONS[name].metric``), its ends as ``…_low`` and
+    ``…_high``: the parts its text shows, an open end left out."""
+    metrics = {}
+    for est in cbs.estimates if cbs is not None else ():
+        for part, value in estimate_bound(est).numbers().items():
+            metrics[est.definition.metric + ("" if part == "value" else f"_{part}")] = value
     return metrics

@@ -1,19 +1,12 @@
-"""The report's "Time and cost to result" section, and the plan's predicted noise scale
-beside the fitted critical batch size.
+"""The report's "Time and cost to result" section.
 
 ``time_section`` shows ``Analysis.time_cost``
 (``time_to_result.TimeCost``): one sentence naming the fastest and the cheapest batch size
 on the hardware and the device limit, the per-batch-size table, both figures, the price
 with its date and source, and the step-time profile with where each step time comes from.
-
-``predicted_noise_scale`` sets what ``batchscale plan`` predicted before the sweep (its
-gradient noise scale B_simple with its interval, McCandlish et al. 2018) beside the fit's
-B*, so a reader sees whether the cheap prediction held; ``noise_scale_line`` says it.
 """
 
 from __future__ import annotations
-
-import math
 
 import pandas as pd
 
@@ -48,53 +41,6 @@ INTERVALS = ("Intervals (value [low, high]): the regime fit's bootstrap of steps
 PROFILE_SHOWN = ["batch_size", "devices", "seconds_per_step", "source", "timings",
                  "trials_seconds_per_step", "packed_timings", "shared_seconds_per_trial_step",
                  "precision", "device_kind", "preset", "cpu_cores"]
-
-
-def _float(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def predicted_noise_scale(plan: dict | None, fit) -> dict | None:
-    """plan.json's B_simple [low, high] (and b_small, b_big) beside the fit's B*: the ratio
-    B*/B_simple and whether B* lies inside [low, high]; None without a usable plan."""
-    noise = (plan or {}).get("noise_scale") if isinstance(plan, dict) else None
-    if not isinstance(noise, dict) or not math.isfinite(_float(noise.get("value"))):
-        return None
-    out = {k: _float(noise.get(k)) for k in ("value", "low", "high", "b_small", "b_big")}
-    out.update(b_star=None, ratio=None, inside=None)
-    if fit is not None and fit.fitted:
-        b = fit.b_star
-        out["b_star"] = {"value": b.value, "low": b.low, "high": b.high, "status": b.status}
-        if out["value"] > 0:
-            out["ratio"] = b.value / out["value"]
-        if math.isfinite(out["low"]) and math.isfinite(out["high"]):
-            out["inside"] = bool(out["low"] <= b.value <= out["high"])
-    return out
-
-
-def noise_scale_line(predicted: dict | None) -> str | None:
-    """"B_simple predicted by `batchscale plan` before the sweep: X [lo, hi]; fitted B*:
-    Y [lo, hi]; B*/B_simple = r; B* inside the predicted range", or None."""
-    if not predicted:
-        return None
-    line = (f"B_simple predicted by `batchscale plan` before the sweep: "
-            f"{_interval(predicted['value'], predicted['low'], predicted['high'])}")
-    b = predicted.get("b_star")
-    if not b:
-        return f"{line}; no fitted B* to compare it with"
-    line += f"; fitted B*: {_interval(b['value'], b['low'], b['high'])}"
-    if predicted.get("ratio") is not None:
-        line += f"; B*/B_simple = {predicted['ratio']:.3g}"
-    if predicted.get("inside") is not None:
-        line += f"; B* {'inside' if predicted['inside'] else 'outside'} the predicted range"
-    return line
-
-
-def _interval(value: float, low: float, high: float) -> str:
-    return format_interval(value, low, high)
 
 
 def headline(tc: TimeCost) -> str:

@@ -9,7 +9,7 @@ The tests, per axis (docs/experiments.md gives the paper's claim each one checks
 
 - ``regime`` (every axis but goal and data_size): a regime quantity of two curves, each in
   the one notation (``intervals.regime_bound``): the perfect-scaling end B*/4 for the
-  optimizer axis (§4.4), the critical batch size B* otherwise (§4.3, §4.5, §4.6). Resolved
+  optimizer axis (§4.4), the fitted critical batch size B* otherwise (§4.3, §4.5, §4.6). Resolved
   when the two 95% intervals are disjoint (an open end reaches 0 or infinity); else
   "not resolved by this data (the intervals overlap)".
 - ``s_min`` (optimizer, model, classes): S_min, the same disjoint-interval rule.
@@ -52,9 +52,9 @@ from batchscale.analysis.statistics.regimes import RegimeFit
 ALL_PAIRS_UP_TO = 4
 STEPS = "steps_to_result"
 QUANTITY_WORDS = {"perfect_scaling_end": "perfect scaling ends at",
-                  "b_star": "critical batch size B* is", "s_min": "S_min is"}
+                  "b_star": "fitted critical batch size B* is", "s_min": "S_min is"}
 QUANTITY_NAMES = {"perfect_scaling_end": "the end of perfect scaling (B*/4)",
-                  "b_star": "the critical batch size B*", "s_min": "S_min"}
+                  "b_star": "the fitted critical batch size B* (S = 2 S_min)", "s_min": "S_min"}
 REGIME_QUANTITY = {"optimizer": "perfect_scaling_end"}  # else b_star
 PAIRWISE_TESTS = {
     "optimizer": ("regime", "small_batch", "s_min", "reach"),
@@ -132,7 +132,7 @@ def compare_bounds(axis: str, topic: str, a: Curve, b: Curve, quantity: str) -> 
     if ea[0] > eb[1] or eb[0] > ea[1]:
         more, less = (a, b) if ea[0] > eb[1] else (b, a)
         what = {"perfect_scaling_end": "perfect scaling extends to larger batch sizes",
-                "b_star": "critical batch size is larger",
+                "b_star": "fitted critical batch size B* is larger",
                 "s_min": "S_min (its fewest steps at any batch size) is larger"}[quantity]
         return Finding(axis, topic, (a.name, b.name), f"{head}: {more.name}'s {what} than "
                        f"{less.name}'s (the 95% intervals do not overlap)", numbers, True)

@@ -157,8 +157,8 @@ def regime_text(est, batch_sizes, steps: bool = False, level: float = 0.95,
         if status == MEASURED:
             return text
         return f"{text} (extrapolated)" if short else (
-            f"{text}, extrapolated: the critical batch size may lie beyond the largest batch "
-            f"size measured ({hi_b})")
+            f"{text}, extrapolated: the fitted critical batch size B* may lie beyond the "
+            f"largest batch size measured ({hi_b})")
     if status in (ABOVE, BELOW):
         above = status == ABOVE
         edge = "the largest" if above else "the smallest"

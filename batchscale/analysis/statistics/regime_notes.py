@@ -27,7 +27,7 @@ batch size can save more than 1 - 1/1.1 (about 9%) of the steps."""
 USEFUL_SAVING = 1 - 1 / USEFUL_STEPS_FACTOR
 
 BOUNDARIES = {  # name: (label, B / B_star)
-    "b_star": ("critical batch size B_star (S = 2 S_min)", 1.0),
+    "b_star": ("fitted critical batch size B* (S = 2 S_min)", 1.0),
     "perfect_scaling_end": (f"end of perfect scaling (efficiency {PERFECT_SCALING_EFFICIENCY})",
                             (1 - PERFECT_SCALING_EFFICIENCY) / PERFECT_SCALING_EFFICIENCY),
     "max_useful_batch_size": (f"maximum useful batch size (S = {USEFUL_STEPS_FACTOR} S_min)",

@@ -196,8 +196,9 @@ def fit_regimes(crossings: pd.DataFrame, resamples: int = 1000, level: float = 0
         notes += [note] if note else []
     s_status = MEASURED if estimates["b_star"].status == BELOW else estimates["b_star"].status
     if s_status != MEASURED:
-        notes.insert(0, f"S_min is an extrapolation: the critical batch size may lie above the largest "
-                        f"batch size ({_fmt(hi_b)}), so the floor of the curve is weakly determined")
+        notes.insert(0, f"S_min is an extrapolation: the fitted critical batch size B* may lie "
+                        f"above the largest batch size ({_fmt(hi_b)}), so the floor of the curve "
+                        "is weakly determined")
     if e0:
         notes.append("the point fit ran off the fit grid: the curve that fits the steps best is "
                      + ("pure perfect scaling (S ~ 1/B)" if e0 > 0 else "flat (S independent of B)"))

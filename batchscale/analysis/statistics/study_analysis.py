@@ -15,6 +15,7 @@ from batchscale.analysis.reading.completeness import UnfinishedTrial
 from batchscale.analysis.reading.study_files import Damage
 from batchscale.analysis.reading.study_reader import Study
 from batchscale.analysis.statistics.answer import Answer, answer
+from batchscale.analysis.statistics.critical_batch_sizes import CriticalBatchSizes
 from batchscale.analysis.statistics.metaparameter_law_fits import MetaparameterLaws
 from batchscale.analysis.statistics.regimes import RegimeFit
 from batchscale.analysis.statistics.search_rounds import batch_rounds, planned_ids
@@ -47,7 +48,9 @@ class Analysis:
     protocol full would have trained (``training_cost``). ``time_cost``: time and cost to
     result per batch size with the step-time profile and the fastest, cheapest and device
     limit (``time_to_result.TimeCost``, first goal, validation; None: not computed);
-    ``predicted_noise_scale``: plan.json's B_simple beside the fitted B* (None: no plan).
+    ``critical_batch_sizes``: every definition's critical batch size for the first goal,
+    the fit's and plan.json's probes', each probe against B*
+    (``critical_batch_sizes.CriticalBatchSizes``; None: not computed).
     ``robustness``: per goal (validation) and batch size, the k-th best trial's steps to
     result for k = 1 .. ``robustness_k`` and the share of trials that reached the goal
     (``robustness.all_robustness``; empty: not computed). ``laws``: the best
@@ -73,7 +76,7 @@ class Analysis:
     round_notes: list[str] = field(default_factory=list)
     cost: dict = field(default_factory=dict)
     time_cost: TimeCost | None = None
-    predicted_noise_scale: dict | None = None
+    critical_batch_sizes: CriticalBatchSizes | None = None
     robustness: pd.DataFrame = field(default_factory=pd.DataFrame)
     robustness_k: int = 3
     laws: MetaparameterLaws | None = None
