@@ -123,8 +123,9 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
     figures.update(robustness_figures(robust[robust["goal"] == primary.label],
                                       f"{study.name}: {primary.label}"))
     laws = metaparameter_laws(study, trials, crossed[primary.label], val[primary.label], warnings)
-    figures[LAWS_FIGURE] = (metaparameter_laws_plot(laws, f"{study.name}: {primary.label}"),
-                            LAWS_CAPTION)
+    if laws is not None and laws.fitted:  # no figure of laws that could not be fitted
+        figures[LAWS_FIGURE] = (metaparameter_laws_plot(laws, f"{study.name}: {primary.label}"),
+                                LAWS_CAPTION)
     return Analysis(study=study, steps=steps, fits=fits, optimal=optimal, warnings=warnings,
                     counts=counts, budgets=budgets, trials=trials, notes=notes, figures=figures,
                     goal_steps=goal_steps_table(study), unfinished=_unfinished(study),

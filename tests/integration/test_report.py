@@ -64,7 +64,8 @@ def test_report_of_the_paper_layout_on_gcs_touches_only_the_report(gcs_root, cap
                          "trial_counts", "search_space_warnings", "notes", "expected_trials",
                          "unfinished", "damaged", "protocol", "censoring", "search_rounds",
                          "search_round_notes", "training_cost", "time_and_cost",
-                         "critical_batch_sizes", "answer", "robustness_k", "robustness"]
+                         "critical_batch_sizes", "answer", "robustness_k", "robustness",
+                         "metaparameter_laws"]
     assert doc["protocol"] == "full"  # the paper's database: every trial to its budget
     assert doc["expected_trials"] is None and doc["unfinished"] == []  # no spec
     assert doc["damaged"] == []
