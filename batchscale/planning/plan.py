@@ -64,8 +64,8 @@ class Plan:
         n = self.noise
         out = {"b_simple": CbsEstimate(
             "b_simple", n.value, n.low, n.high, n.level, self.probe.examples,
-            f"bootstrap interval over the last {n.measurements} measurements' window; "
-            f"examples: the probe runs' training and the gradient measurements")}
+            "bootstrap interval over the probe's final window of measurements; examples: "
+            "the probe runs' training and the gradient measurements")}
         if self.branched is not None:
             out["b_branched"] = self.branched.estimate
         return out
@@ -142,7 +142,7 @@ class Plan:
             return out
         b = self.branched
         out.append(f"  branched trajectory (base batch size {b.batch_size}, {b.steps:,} base steps, "
-                   f"branches of D = {b.length} steps at b; k* per replicate):")
+                   f"branches of D = {b.length} steps at b; k* per replicate; {b.seconds:.0f}s):")
         for p in b.points:
             value, low, high = p.interval(b.batch_size)
             untried = [k for k in p.planned if k not in p.accepted]
