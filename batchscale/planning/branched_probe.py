@@ -68,7 +68,10 @@ def branched_probe(spec: StudySpec, pipeline, parameters: dict, batch_size: int,
     check_tolerance(tolerance, "tolerance")
     if replicates < 1:
         raise InputError(f"replicates: {replicates} is not allowed; allowed: 1 or more")
-    total = int(steps if steps is not None else spec.max_steps.get(batch_size, 0))
+    if steps is None and batch_size not in spec.max_steps:
+        raise InputError(f"the branched probe at batch size {batch_size}: the spec has no step "
+                         f"budget there; pass steps, or one of {sorted(spec.max_steps)}")
+    total = int(steps if steps is not None else spec.max_steps[batch_size])
     length = branch_length(total)
     starts = branch_points(total, length, points)
     n = pipeline.num_train_examples
