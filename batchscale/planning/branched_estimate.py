@@ -211,6 +211,7 @@ class BranchedProbe:
     seconds: float
     examples: int
     parameters: dict
+    max_examples: int | None = None  # the cap on ``examples`` it ran under (None: none)
 
     @property
     def estimate(self) -> CbsEstimate:
@@ -228,6 +229,7 @@ class BranchedProbe:
         return {"batch_size": self.batch_size, "rule": self.rule, "tolerance": self.tolerance,
                 "replicates": self.replicates, "steps": self.steps, "length": self.length,
                 "seconds": round(self.seconds, 2), "examples": self.examples,
+                "max_examples": self.max_examples,
                 "parameters": self.parameters,
                 "points": [p.to_dict(self.batch_size) for p in self.points],
                 "estimate": self.estimate.to_dict()}

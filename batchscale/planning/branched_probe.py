@@ -17,8 +17,9 @@ the base run's own loss in the reference the branches must keep up with
 (``BranchPoint.reference``). The last branch point is measured first (its estimate is the
 probe's), then the earlier ones; at a point, factors stop rising once every replicate has
 failed one (k* cannot rise after that). The base run stops at half of ``max_seconds`` (the
-points it reached are measured), and no new pack starts after ``max_seconds``; what was not
-tried is recorded as such. A diverged branch is a branch that did not keep up.
+points it reached are measured); no new pack starts after ``max_seconds``, nor one that
+would take the examples spent past ``max_examples`` (``plan``: 10% of the study's estimated
+trained examples); what was not tried is recorded as such. A diverged branch is a branch that did not keep up.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ from batchscale.training.step_timing import device_arrays, probe_pack
 def branched_probe(spec: StudySpec, pipeline, parameters: dict, batch_size: int, *,
                    rule: str = DEFAULT_RULE, tolerance: float = TOLERANCE,
                    max_seconds: float = 60.0, log=print, steps: int | None = None,
-                   replicates: int = REPLICATES, points: int = POINTS) -> BranchedProbe:
+                   replicates: int = REPLICATES, points: int = POINTS,
+                   max_examples: int | None = None) -> BranchedProbe:
     """The branched probe (see the module docstring) of a base run at ``batch_size`` with
     ``parameters`` (a trial's resolved metaparameters) for ``steps`` steps (T: the last
-    comparison's step; default the spec's step budget at ``batch_size``)."""
+    comparison's step; default the spec's step budget at ``batch_size``); the branches
+    stop before ``max_examples`` training examples (None: no cap; the base run is never cut)."""
     from batchscale.training.keras_setup import training_scope
     from batchscale.training.optimizer_rules import SLOTS
     from batchscale.training.vmapped_step import stack_hyper, stack_trials
@@ -119,20 +122,25 @@ def branched_probe(spec: StudySpec, pipeline, parameters: dict, batch_size: int,
                 t, x_all, y_all)
             return [x if ok else math.nan for x, ok in zip(losses(state, replicates), finite)]
 
+        def affordable(k):
+            return time.time() - started <= max_seconds and (
+                max_examples is None or examples + branch_examples(
+                    batch_size, k, length // k, replicates) <= max_examples)
+
         measured = []
         for t in sorted(base, reverse=True):  # the last point first: the probe's estimate
             point = BranchPoint(t, base[t], planned=tuple(factors))
             measured.insert(0, point)
-            if time.time() - started > max_seconds:
-                continue  # out of time: recorded, nothing tried
+            if not affordable(1):
+                continue  # out of time or examples: recorded, nothing tried
             if math.isfinite(base[t]):  # else the base run diverged: nothing to keep up with
                 point.continued = branch(t, 1, parameters["learning_rate"])
                 examples += branch_examples(batch_size, 1, length, replicates)
             for k in factors:
                 stars = point.stars()
-                if not math.isfinite(point.reference) or time.time() - started > max_seconds \
+                if not math.isfinite(point.reference) or not affordable(k) \
                         or (stars and max(stars) < max(point.accepted)):
-                    break  # nothing to keep up with, out of time, or every replicate failed
+                    break  # nothing to keep up with, out of time or examples, or all failed
                 found = branch(t, k, scaled_learning_rate(parameters["learning_rate"], k, rule))
                 point.losses[k] = found
                 point.accepted[k] = [keeps_up(x, point.reference, tolerance) for x in found]
@@ -144,7 +152,7 @@ def branched_probe(spec: StudySpec, pipeline, parameters: dict, batch_size: int,
                 + f"; B_branch {value:.4g} [{low:.4g}, {high:.4g}]")
     seconds = time.time() - started
     return BranchedProbe(batch_size, rule, float(tolerance), replicates, step, length, measured,
-                         seconds, int(examples), dict(parameters))
+                         seconds, int(examples), dict(parameters), max_examples)
 
 
 def _seed(*parts: int) -> int:

@@ -6,10 +6,11 @@ size (``probe.noise_probe``), estimates the gradient noise scale B_simple
 (``grid``), times a few hundred steps at every batch size of the spec on this machine
 (``training.step_timing``), prices them (``core.prices``) and estimates the study's
 trials, trained steps, device-hours, wall time and cost under its protocol
-(``estimate``). After the noise probe, the branched probe (``branched_probe``) measures
-the local critical batch size of Merrill et al. 2025 from the noise probe's best run's
-metaparameters, so the plan gives two predictions, each by its named definition
-(``core.critical_batch_size``), with the compute each spent. It writes
+(``estimate``). Last, the branched probe (``branched_probe``) measures the local critical
+batch size of Merrill et al. 2025 from the noise probe's best run's metaparameters, its
+branches within ``BRANCH_SHARE`` of the estimated study's trained examples, so the plan
+gives two predictions, each by its named definition (``core.critical_batch_size``), with
+the compute each spent. It writes
 ``<study>/plan/plan.json`` and the step times to ``<study>/profile/step_times/`` (where
 the study's report finds both: the predicted B_simple beside the fitted B*, the probe's
 step times where the trials' own are shared), and touches nothing else of the study.
@@ -41,6 +42,8 @@ from batchscale.planning.probe import NoiseProbe, check_backend, check_probeable
 from batchscale.training.step_timing import now_iso
 
 PLAN_FORMAT = 1
+BRANCH_SHARE = 0.1  # the branched probe's branches stop at this share of the study's
+# estimated trained examples (issue 29: at most 10% of the sweep's)
 
 
 @dataclass
@@ -142,7 +145,8 @@ class Plan:
             return out
         b = self.branched
         out.append(f"  branched trajectory (base batch size {b.batch_size}, {b.steps:,} base steps, "
-                   f"branches of D = {b.length} steps at b; k* per replicate; {b.seconds:.0f}s):")
+                   f"branches of D = {b.length} steps at b; k* per replicate; {b.seconds:.0f}s"
+                   + (f"; at most {b.max_examples:,} examples" if b.max_examples else "") + "):")
         for p in b.points:
             value, low, high = p.interval(b.batch_size)
             untried = [k for k in p.planned if k not in p.accepted]
@@ -208,8 +212,6 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0,
     small = min(spec.batch_sizes)
     probe = noise_probe(spec, pipeline, small, spec.max_steps[small], probe_seconds, log)
     noise = estimate_noise_scale(probe.measurements)
-    branched, skipped = _branched(spec, pipeline, probe, branch_rule, branch_tolerance,
-                                  branch_seconds, log)
     grid = propose_grid(noise, largest=pipeline.num_train_examples)
     step_times = time_steps(spec, pipeline, spec.batch_sizes, log)
     write_step_times(store.fs, spec.name, step_times)
@@ -221,6 +223,9 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0,
         spec, noise, probe.batch_size, [r.crossing for r in probe.runs], times, devices=1,
         price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds,
         costs=costs, diverged_share=sum(r.diverged for r in probe.runs) / max(1, len(probe.runs)))
+    branched, skipped = _branched(spec, pipeline, probe, branch_rule, branch_tolerance,
+                                  branch_seconds, int(BRANCH_SHARE * estimate.trained_examples),
+                                  log)
     plan = Plan(spec, hw, probe, noise, grid, step_times, estimate, costs, price, source,
                 time.time() - started, branched, skipped)
     write_plan(store.fs, spec.name, plan.to_dict())
@@ -228,10 +233,11 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0,
 
 
 def _branched(spec: StudySpec, pipeline, probe: NoiseProbe, rule: str, tolerance: float,
-              seconds: float, log) -> tuple[BranchedProbe | None, str]:
+              seconds: float, max_examples: int, log) -> tuple[BranchedProbe | None, str]:
     """The branched probe from the noise probe's best run (``NoiseProbe.best_run``), its
-    base run as long as that run took to its goal (else as far as it trained); or None
-    and why not (every run diverged; a base run too short to branch)."""
+    base run as long as that run took to its goal (else as far as it trained), its
+    branches within ``max_examples``; or None and why not (every run diverged; a base run
+    too short to branch)."""
     from batchscale.planning.branched_probe import branched_probe
 
     best = probe.best_run()
@@ -242,7 +248,7 @@ def _branched(spec: StudySpec, pipeline, probe: NoiseProbe, rule: str, tolerance
         try:
             return branched_probe(spec, pipeline, best.parameters, probe.batch_size, rule=rule,
                                   tolerance=tolerance, max_seconds=seconds, log=log,
-                                  steps=steps), ""
+                                  steps=steps, max_examples=max_examples), ""
         except InputError as err:
             reason = str(err)
     log(f"branched probe skipped: {reason}")

@@ -28,11 +28,11 @@ def digits(digits_store):
                                spec.workload.options)
 
 
-def _probe(digits, tolerance, learning_rate=0.06):
+def _probe(digits, tolerance, learning_rate=0.06, max_examples=None):
     spec, pipeline = digits
     params = {"learning_rate": learning_rate, "momentum": 0.9, "label_smoothing": 0.0}
     return branched_probe(spec, pipeline, params, 16, tolerance=tolerance, steps=STEPS,
-                          log=lambda *_: None)
+                          log=lambda *_: None, max_examples=max_examples)
 
 
 def _examples(probe):
@@ -59,6 +59,13 @@ def test_the_tolerance_decides_and_the_examples_add_up(digits):
     assert (estimate.value, estimate.low, estimate.high) == (16, 0, 32)
     assert strict.examples == _examples(strict) < lenient.examples
     assert estimate.to_dict()["examples"] == strict.examples
+
+    # an examples cap: the last point first, as far as k = 2; the earlier points not at all
+    capped = _probe(digits, tolerance=1e6, max_examples=16 * 16 + 2 * 3 * 4 * 16)
+    assert capped.examples == 16 * 16 + 2 * 3 * 4 * 16 and capped.max_examples == capped.examples
+    assert [sorted(p.accepted) for p in capped.points] == [[], [], [2]]
+    assert [len(p.continued) for p in capped.points] == [0, 0, 3]
+    assert capped.estimate.value == 32 and capped.estimate.high == math.inf  # k = 4 not tried
 
 
 def test_a_diverged_base_run_is_data(digits):
