@@ -10,9 +10,9 @@ from batchscale.core.images import LIGHT_IMAGE
 @dsl.component(base_image=LIGHT_IMAGE, install_kfp_package=False)
 def plan_study(study_spec: dict, store_root: str, summary: Output[Markdown],
                metrics: Output[Metrics]) -> str:
-    """Probe the gradient noise scale and the step times, propose batch sizes and estimate
-    the study; writes <study>/plan/plan.json and shows the plan in the Kubeflow UI.
-    Returns the proposed batch sizes, comma-separated."""
+    """Probe the gradient noise scale, the branched critical batch size and the step
+    times, propose batch sizes and estimate the study; writes <study>/plan/plan.json and
+    shows the plan in the Kubeflow UI. Returns the proposed batch sizes, comma-separated."""
     from batchscale.planning.plan import plan_study as make_plan
     from batchscale.store.layout import StudyStore
     from batchscale.validation import resolve_spec

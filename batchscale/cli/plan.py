@@ -1,10 +1,13 @@
 """``batchscale plan``: before any sweep, measure and estimate on this machine.
 
-  batchscale plan [SPEC] [--probe-seconds S]     probe here, print the plan, write plan.json
+  batchscale plan [SPEC] [--probe-seconds S] [--branch-rule R] [--branch-tolerance T]
+                  [--branch-seconds S]           probe here, print the plan, write plan.json
   batchscale plan [SPEC] --compile FILE --preset P   the plan pipeline for a cluster instead
 
 The probes (``batchscale.planning.probe``) train a few short runs at the spec's smallest
-batch size to measure the gradient noise scale B_simple, and time a few hundred steps at
+batch size to measure the gradient noise scale B_simple, branch short runs from checkpoints of one
+of them at k times that batch size for the branched local critical batch size
+(``batchscale.planning.branched_probe``), and time a few hundred steps at
 every batch size; ``batchscale.planning.plan`` turns them into a proposed batch-size grid
 and an estimate of the study's trials, steps, device-hours, wall time and cost. Nothing
 of the study's trials is touched: the plan goes to ``<store>/<study>/plan/plan.json`` and
@@ -25,8 +28,16 @@ from batchscale.cli.options import (
     pipeline_store_arg,
 )
 from batchscale.core.spec import SpecError
+from batchscale.planning.branched_estimate import (
+    DEFAULT_RULE,
+    RULES,
+    TOLERANCE,
+    check_rule,
+    check_tolerance,
+)
 
 DEFAULT_PROBE_SECONDS = 60.0
+DEFAULT_BRANCH_SECONDS = 60.0
 
 
 def add_commands(sub) -> None:
@@ -36,6 +47,15 @@ def add_commands(sub) -> None:
     add_spec_args(plan)
     plan.add_argument("--probe-seconds", type=float, default=DEFAULT_PROBE_SECONDS, metavar="S",
                       help="at most this long for the noise probe's training runs (default 60)")
+    plan.add_argument("--branch-rule", default=DEFAULT_RULE, metavar="RULE",
+                      help=f"the branched probe's learning rate at k x B: {', '.join(RULES)}: "
+                      "lr x sqrt(k) (Merrill et al. 2025), lr x k, lr "
+                      f"(default {DEFAULT_RULE})")
+    plan.add_argument("--branch-tolerance", type=float, default=TOLERANCE, metavar="T",
+                      help="a branch keeps up when its loss is at most the base run's x (1 + T) "
+                      f"(default {TOLERANCE:g})")
+    plan.add_argument("--branch-seconds", type=float, default=DEFAULT_BRANCH_SECONDS,
+                      metavar="S", help="at most this long for the branched probe (default 60)")
     plan.add_argument("--compile", metavar="FILE",
                       help="write the plan pipeline (for the cluster, on --preset) instead of probing here")
     plan.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
@@ -52,9 +72,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
                               preset=args.preset, images=images_arg(args))
         print(f"wrote {args.compile} (the plan of study {spec.name} on preset {args.preset})")
         return 0
-    if not 0 < args.probe_seconds <= 24 * 3600:
-        raise SpecError(f"--probe-seconds: {args.probe_seconds:g} is not allowed; allowed: a "
-                        "number of seconds > 0 and at most 86400")
+    for flag, seconds in (("--probe-seconds", args.probe_seconds),
+                          ("--branch-seconds", args.branch_seconds)):
+        if not 0 < seconds <= 24 * 3600:
+            raise SpecError(f"{flag}: {seconds:g} is not allowed; allowed: a "
+                            "number of seconds > 0 and at most 86400")
+    check_rule(args.branch_rule)
+    check_tolerance(args.branch_tolerance)
     import os
 
     from batchscale.cli.study import absolute_store
@@ -72,7 +96,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         check_store_writable(spec.store)
         store = StudyStore(spec.store)
         store.check_compatible(spec)  # a plan for another study under this name: refused
-        plan = plan_study(spec, store, log=_progress, probe_seconds=args.probe_seconds)
+        plan = plan_study(spec, store, log=_progress, probe_seconds=args.probe_seconds,
+                          branch_rule=args.branch_rule, branch_tolerance=args.branch_tolerance,
+                          branch_seconds=args.branch_seconds)
     finally:
         if before is None:
             os.environ.pop("XLA_FLAGS", None)

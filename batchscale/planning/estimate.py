@@ -87,9 +87,15 @@ class StudyEstimate:
     price_source: str
     notes: tuple[str, ...] = field(default=())
 
+    @property
+    def trained_examples(self) -> float:
+        """The study's estimated trained examples: trained steps x batch size, summed."""
+        return float(sum(b.trained_steps * b.batch_size for b in self.per_batch))
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out["per_batch"] = [asdict(b) for b in self.per_batch]
+        out["trained_examples"] = self.trained_examples
         return out
 
     def lines(self) -> list[str]:

@@ -6,20 +6,34 @@ size (``probe.noise_probe``), estimates the gradient noise scale B_simple
 (``grid``), times a few hundred steps at every batch size of the spec on this machine
 (``training.step_timing``), prices them (``core.prices``) and estimates the study's
 trials, trained steps, device-hours, wall time and cost under its protocol
-(``estimate``). It writes ``<study>/plan/plan.json`` and the step times to
-``<study>/profile/step_times/`` (where the study's report finds both: the predicted
-B_simple beside the fitted B*, the probe's step times where the trials' own are shared),
-and touches nothing else of the study.
+(``estimate``). Last, the branched probe (``branched_probe``) measures the local critical
+batch size of Merrill et al. 2025 from the noise probe's best run's metaparameters, its
+branches within ``BRANCH_SHARE`` of the estimated study's trained examples, so the plan
+gives two predictions, each by its named definition (``core.critical_batch_size``), with
+the compute each spent. It writes
+``<study>/plan/plan.json`` and the step times to ``<study>/profile/step_times/`` (where
+the study's report finds both: the predicted B_simple beside the fitted B*, the probe's
+step times where the trials' own are shared), and touches nothing else of the study.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
+from batchscale.core.critical_batch_size import DEFINITIONS, CbsEstimate
+from batchscale.core.errors import InputError
 from batchscale.core.names import momentum_parameter
 from batchscale.core.prices import device_price
 from batchscale.core.spec import StudySpec
+from batchscale.planning.branched_estimate import (
+    DEFAULT_RULE,
+    TOLERANCE,
+    BranchedProbe,
+    check_rule,
+    check_tolerance,
+)
 from batchscale.planning.estimate import StudyEstimate, estimate_study
 from batchscale.planning.grid import propose_grid
 from batchscale.planning.noise_scale import NoiseScale, estimate_noise_scale
@@ -28,6 +42,8 @@ from batchscale.planning.probe import NoiseProbe, check_backend, check_probeable
 from batchscale.training.step_timing import now_iso
 
 PLAN_FORMAT = 1
+BRANCH_SHARE = 0.1  # the branched probe's branches stop at this share of the study's
+# estimated trained examples (issue 29: at most 10% of the sweep's)
 
 
 @dataclass
@@ -43,6 +59,19 @@ class Plan:
     price: float
     price_source: str
     seconds: float
+    branched: BranchedProbe | None = None
+    branched_skipped: str = ""  # why there is no branched probe (when there is none)
+
+    def critical_batch_sizes(self) -> dict[str, CbsEstimate]:
+        """The plan's predictions of the critical batch size, by definition name."""
+        n = self.noise
+        out = {"b_simple": CbsEstimate(
+            "b_simple", n.value, n.low, n.high, n.level, self.probe.examples,
+            "bootstrap interval over the probe's final window of measurements; examples: "
+            "the probe runs' training and the gradient measurements")}
+        if self.branched is not None:
+            out["b_branched"] = self.branched.estimate
+        return out
 
     def to_dict(self) -> dict:
         return {
@@ -57,6 +86,9 @@ class Plan:
             "grid": self.grid, "step_times": self.step_times, "pack_costs": self.costs.to_dict(),
             "price_per_device_hour": self.price, "price_source": self.price_source,
             "estimate": self.estimate.to_dict(), "seconds": round(self.seconds, 1),
+            "critical_batch_sizes": {k: e.to_dict() for k, e in self.critical_batch_sizes().items()},
+            "branched": (self.branched.to_dict() if self.branched is not None
+                         else {"skipped": self.branched_skipped}),
         }
 
     def lines(self) -> list[str]:
@@ -80,6 +112,7 @@ class Plan:
                     if run.crossing is not None else f"no goal in {run.to_dict()['steps']:,} steps")
             out.append(f"  learning_rate {p['learning_rate']:.3g}"
                        + (f", {second} {p[second]:.3g}" if second in p else "") + f": {what}")
+        out.extend(self.critical_batch_size_lines())
         out.append("proposed batch sizes (powers of 2 around the predicted knee): "
                    + " ".join(map(str, self.grid)))
         out.append(f"the spec's batch sizes: {' '.join(map(str, spec.batch_sizes))}")
@@ -94,14 +127,58 @@ class Plan:
                    f"({self.seconds:.0f}s)")
         return out
 
+    def critical_batch_size_lines(self) -> list[str]:
+        """Both predictions side by side, each with its definition and its compute (as a
+        share of the estimated study's trained examples), and the branched trajectory."""
+        trained = self.estimate.trained_examples
+        out = ["critical batch size before the sweep, by two definitions (examples: what each "
+               f"probe trained on; share: of the estimated study's {trained:,.0f} trained examples):"]
+        for name, e in self.critical_batch_sizes().items():
+            d = DEFINITIONS[name]
+            share = f"{e.examples / trained:.2%}" if trained else "?"
+            out.append(f"  {d.symbol:<9} = {_number(e.value)} [{_number(e.low)}, "
+                       f"{_number(e.high)}] ({e.level:.0%} interval), {e.examples:,} examples "
+                       f"({share}); {e.note}")
+            out.append(f"  {'':<9}   {d.label}: {d.definition}")
+        if self.branched is None:
+            out.append(f"  B_branch not measured: {self.branched_skipped}")
+            return out
+        b = self.branched
+        out.append(f"  branched trajectory (base batch size {b.batch_size}, {b.steps:,} base steps, "
+                   f"branches of D = {b.length} steps at b; k* per replicate; {b.seconds:.0f}s"
+                   + (f"; at most {b.max_examples:,} examples" if b.max_examples else "") + "):")
+        for p in b.points:
+            value, low, high = p.interval(b.batch_size)
+            untried = [k for k in p.planned if k not in p.accepted]
+            tried = " ".join(f"k={k}:{sum(a)}/{len(a)}" for k, a in p.accepted.items())
+            out.append(f"    step {p.step:,}: {_number(value)} [{_number(low)}, {_number(high)}]"
+                       f"  k* {' '.join(map(str, p.stars())) or '-'}  reference loss "
+                       f"{p.reference:.4g} (spread {p.spread:.1%})"
+                       f"  kept up: {tried or 'none tried'}"
+                       + (f" (not tried: k={','.join(map(str, untried))})" if untried else ""))
+        return out
+
     def metrics(self) -> dict[str, float]:
-        """Kubeflow UI Metrics."""
+        """Kubeflow UI Metrics; each critical batch size under its definition's metric
+        name (``_low``, ``_high``: its interval's finite ends)."""
         e = self.estimate
-        return {"b_simple": self.noise.value, "b_simple_low": self.noise.low,
-                "b_simple_high": self.noise.high, "estimated_trials": float(e.trials),
-                "estimated_trained_steps": e.trained_steps,
-                "estimated_device_hours": e.device_hours,
-                "estimated_wall_seconds": e.wall_seconds, "estimated_cost": e.cost}
+        out = {"b_simple": self.noise.value, "b_simple_low": self.noise.low,
+               "b_simple_high": self.noise.high, "estimated_trials": float(e.trials),
+               "estimated_trained_steps": e.trained_steps,
+               "estimated_device_hours": e.device_hours,
+               "estimated_wall_seconds": e.wall_seconds, "estimated_cost": e.cost}
+        for name, cbs in self.critical_batch_sizes().items():
+            metric = DEFINITIONS[name].metric
+            for suffix, value in (("", cbs.value), ("_low", cbs.low), ("_high", cbs.high)):
+                if math.isfinite(value):
+                    out[metric + suffix] = float(value)
+            if cbs.examples is not None:
+                out[f"{metric}_examples"] = float(cbs.examples)
+        return out
+
+
+def _number(x: float) -> str:
+    return f"{x:.4g}" if math.isfinite(x) else ("inf" if x > 0 else "?")
 
 
 def _sampled(trajectory, count: int = 6):
@@ -112,8 +189,11 @@ def _sampled(trajectory, count: int = 6):
     return [points[round(i * step)] for i in range(count)]
 
 
-def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -> Plan:
-    """Probe, estimate, write plan.json and the step times; see the module docstring."""
+def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0,
+               branch_rule: str = DEFAULT_RULE, branch_tolerance: float = TOLERANCE,
+               branch_seconds: float = 60.0) -> Plan:
+    """Probe, estimate, write plan.json and the step times; see the module docstring.
+    ``branch_*``: the branched probe's learning-rate rule, tolerance and time cap."""
     from batchscale.search.pack_order import step_time_at
     from batchscale.store.profiles import write_plan, write_step_times
     from batchscale.training.keras_setup import hardware, select_backend
@@ -123,6 +203,8 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -
 
     started = time.time()
     check_backend(spec)  # refused before anything is written
+    check_rule(branch_rule, "branch rule")
+    check_tolerance(branch_tolerance, "branch tolerance")
     prepare_dataset(store, dataset_for(spec.workload), log)
     pipeline = open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
     check_probeable(spec, pipeline)  # before Keras is imported for a backend
@@ -141,7 +223,33 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0) -
         spec, noise, probe.batch_size, [r.crossing for r in probe.runs], times, devices=1,
         price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds,
         costs=costs, diverged_share=sum(r.diverged for r in probe.runs) / max(1, len(probe.runs)))
+    branched, skipped = _branched(spec, pipeline, probe, branch_rule, branch_tolerance,
+                                  branch_seconds, int(BRANCH_SHARE * estimate.trained_examples),
+                                  log)
     plan = Plan(spec, hw, probe, noise, grid, step_times, estimate, costs, price, source,
-                time.time() - started)
+                time.time() - started, branched, skipped)
     write_plan(store.fs, spec.name, plan.to_dict())
     return plan
+
+
+def _branched(spec: StudySpec, pipeline, probe: NoiseProbe, rule: str, tolerance: float,
+              seconds: float, max_examples: int, log) -> tuple[BranchedProbe | None, str]:
+    """The branched probe from the noise probe's best run (``NoiseProbe.best_run``), its
+    base run as long as that run took to its goal (else as far as it trained), its
+    branches within ``max_examples``; or None and why not (every run diverged; a base run
+    too short to branch)."""
+    from batchscale.planning.branched_probe import branched_probe
+
+    best = probe.best_run()
+    if best is None:
+        reason = "every noise probe run diverged"
+    else:
+        steps = best.crossing if best.crossing is not None else int(best.rows[-1]["step"])
+        try:
+            return branched_probe(spec, pipeline, best.parameters, probe.batch_size, rule=rule,
+                                  tolerance=tolerance, max_seconds=seconds, log=log,
+                                  steps=steps, max_examples=max_examples), ""
+        except InputError as err:
+            reason = str(err)
+    log(f"branched probe skipped: {reason}")
+    return None, reason

@@ -59,6 +59,25 @@ class NoiseProbe:
     evaluation_seconds: float = 0.0  # one evaluation of one run (the first evaluations
     # include compiling the prediction: an upper estimate)
     compile_seconds: float = 0.0  # compiling the training step
+    loss_column: str = ""  # the rows' training loss, "train/<task loss>"
+
+    @property
+    def examples(self) -> int:
+        """Training examples the probe spent: every run trains every step (one vmapped
+        pack), and each gradient measurement takes ``big_batch_size`` examples' gradients."""
+        return int(len(self.runs) * self.steps * self.batch_size
+                   + len(self.measurements) * self.big_batch_size)
+
+    def best_run(self) -> ProbeRun | None:
+        """The run a later probe starts from: the first to reach the goal, else the one
+        with the lowest training loss at its last evaluation; never a diverged one (None:
+        every run diverged)."""
+        live = [r for r in self.runs if not r.diverged and r.rows]
+        reached = [r for r in live if r.crossing is not None]
+        if reached:
+            return min(reached, key=lambda r: r.crossing)
+        finite = [r for r in live if np.isfinite(r.rows[-1].get(self.loss_column, np.nan))]
+        return min(finite, key=lambda r: r.rows[-1][self.loss_column]) if finite else None
 
 
 def check_backend(spec: StudySpec) -> None:
@@ -177,4 +196,4 @@ def noise_probe(spec: StudySpec, pipeline, batch_size: int, max_steps: int,
         f"size {batch_size} (big batch {micro * batch_size}), {seconds:.0f}s")
     per_evaluation = eval_seconds / max(1, evaluations * len(runs))
     return NoiseProbe(batch_size, micro * batch_size, runs, measurements, step, seconds,
-                      per_evaluation, step_fn.compile_seconds)
+                      per_evaluation, step_fn.compile_seconds, loss_column)

@@ -45,6 +45,23 @@ def test_plan_on_digits_prints_and_writes_the_plan(tmp_path, capsys):
     assert costs["startup_seconds"] > costs["light_task_seconds"] > 0
     assert 0 < costs["evaluation_seconds"] < 1 and costs["trial_seconds"] >= 0
     assert "2 pack task(s) at once, longest first" in out
+    # both predictions of the critical batch size, each under its definition's name, with
+    # the examples its probe spent; the branched one from the noise probe's best run
+    cbs = plan["critical_batch_sizes"]
+    assert set(cbs) == {"b_simple", "b_branched"}
+    assert cbs["b_simple"]["value"] == noise["value"] and cbs["b_simple"]["examples"] > 0
+    branched = plan["branched"]
+    assert cbs["b_branched"] == branched["estimate"] and branched["rule"] == "sqrt"
+    assert branched["batch_size"] == 16 and branched["tolerance"] == 0.01
+    first = min((r for r in plan["probe"]["runs"] if r["crossing"] is not None),
+                key=lambda r: r["crossing"], default=None)
+    if first is not None:  # the first run to reach the goal; its crossing is the base run's end
+        assert branched["parameters"] == first["parameters"] and branched["steps"] == first["crossing"]
+    assert branched["examples"] >= branched["steps"] * 16 and branched["points"]
+    assert cbs["b_branched"]["examples"] == branched["examples"]
+    for name in ("b_simple", "b_branched"):
+        assert cbs[name]["definition"] in out
+    assert "branched trajectory (base batch size 16" in out
     assert json.loads(json.dumps(plan)) == plan  # plain JSON
     # nothing of the study was registered or trained
     assert not fs.exists("tiny/study_spec.json")
@@ -55,6 +72,12 @@ def test_plan_refuses_bad_input_in_one_line(tmp_path, capsys):
     assert main(["plan", spec, "--probe-seconds", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("batchscale: error: --probe-seconds: 0") and "\n" not in err
+    for flags, start in ((["--branch-rule", "cubic"], "--branch-rule: 'cubic' is not allowed"),
+                         (["--branch-tolerance", "-1"], "--branch-tolerance: -1 is not allowed"),
+                         (["--branch-seconds", "0"], "--branch-seconds: 0 is not allowed")):
+        assert main(["plan", spec, *flags]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"batchscale: error: {start}") and "\n" not in err
     spec = _spec_file(tmp_path, backend="tensorflow")
     assert main(["plan", spec]) == 2
     err = capsys.readouterr().err.strip()
