@@ -3,7 +3,8 @@
   batchscale run --local [SPEC]     the pipeline through kfp.local, with a progress line
   batchscale compile [SPEC]         the pipeline YAML for Kubeflow Pipelines
   batchscale validate [SPEC]        check a spec (and its flags) without running anything
-  batchscale plan [SPEC]            before a sweep: noise scale, proposed batch sizes, cost estimate
+  batchscale plan [SPEC]            before a sweep: critical batch size predicted, batch sizes, cost
+  batchscale calibrate STORE        how far each critical-batch-size predictor was from fitted B*
   batchscale upload [SPEC] --preset P   the compiled pipeline to Kubeflow Pipelines (idempotent)
   batchscale submit [SPEC] --preset P   upload, then start a run; prints the run's URL
   batchscale report STUDY           analyse a study (ours or the paper's layout), write its report
@@ -66,11 +67,11 @@ def make_parser() -> argparse.ArgumentParser:
     """The top parser with every command group's commands."""
     # The command modules are imported here, not at the top, so that a Ctrl-C while they
     # (and numpy, kfp, ...) load is handled by main like one during a command.
-    from batchscale.cli import analysis, catalog, cluster, plan, settings, study
+    from batchscale.cli import analysis, calibrate, catalog, cluster, plan, settings, study
 
     parser = argparse.ArgumentParser(prog="batchscale", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (study, plan, cluster, analysis, catalog, settings):
+    for group in (study, plan, calibrate, cluster, analysis, catalog, settings):
         group.add_commands(sub)
     return parser
 

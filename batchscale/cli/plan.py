@@ -17,6 +17,8 @@ the step times to ``<study>/profile/step_times/``, where the study's report find
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from batchscale.cli.options import (
@@ -42,25 +44,62 @@ DEFAULT_BRANCH_SECONDS = 60.0
 
 def add_commands(sub) -> None:
     """Register ``plan`` on the CLI's subparsers."""
-    plan = sub.add_parser("plan", help="before a sweep: gradient noise scale, proposed batch "
-                          "sizes, and the study's estimated steps, time and cost")
+    plan = sub.add_parser("plan", help="before a sweep: the critical batch size predicted two "
+                          "ways, proposed batch sizes and budgets, and the study's estimated "
+                          "steps, time and cost")
     add_spec_args(plan)
-    plan.add_argument("--probe-seconds", type=float, default=DEFAULT_PROBE_SECONDS, metavar="S",
-                      help="at most this long for the noise probe's training runs (default 60)")
-    plan.add_argument("--branch-rule", default=DEFAULT_RULE, metavar="RULE",
-                      help=f"the branched probe's learning rate at k x B: {', '.join(RULES)}: "
-                      "lr x sqrt(k) (Merrill et al. 2025), lr x k, lr "
-                      f"(default {DEFAULT_RULE})")
-    plan.add_argument("--branch-tolerance", type=float, default=TOLERANCE, metavar="T",
-                      help="a branch keeps up when its loss is at most the base run's x (1 + T) "
-                      f"(default {TOLERANCE:g})")
-    plan.add_argument("--branch-seconds", type=float, default=DEFAULT_BRANCH_SECONDS,
-                      metavar="S", help="at most this long for the branched probe (default 60)")
+    add_probe_args(plan)
     plan.add_argument("--compile", metavar="FILE",
                       help="write the plan pipeline (for the cluster, on --preset) instead of probing here")
     plan.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
     add_placement_args(plan)
     plan.set_defaults(func=cmd_plan)
+
+
+def add_probe_args(parser) -> None:
+    """The probes' flags, shared by ``plan`` and ``calibrate``."""
+    parser.add_argument("--probe-seconds", type=float, default=DEFAULT_PROBE_SECONDS, metavar="S",
+                        help="at most this long for the noise probe's training runs (default 60)")
+    parser.add_argument("--branch-rule", default=DEFAULT_RULE, metavar="RULE",
+                        help=f"the branched probe's learning rate at k x B: {', '.join(RULES)}: "
+                        "lr x sqrt(k) (Merrill et al. 2025), lr x k, lr "
+                        f"(default {DEFAULT_RULE})")
+    parser.add_argument("--branch-tolerance", type=float, default=TOLERANCE, metavar="T",
+                        help="a branch keeps up when its loss is at most the base run's x (1 + T) "
+                        f"(default {TOLERANCE:g})")
+    parser.add_argument("--branch-seconds", type=float, default=DEFAULT_BRANCH_SECONDS,
+                        metavar="S", help="at most this long for the branched probe (default 60)")
+
+
+def probe_options(args: argparse.Namespace) -> dict:
+    """The probes' flags, checked (one line naming the flag and what is allowed), as
+    keyword arguments of ``plan_study`` / ``probe_predictions``."""
+    for flag, seconds in (("--probe-seconds", args.probe_seconds),
+                          ("--branch-seconds", args.branch_seconds)):
+        if not 0 < seconds <= 24 * 3600:
+            raise SpecError(f"{flag}: {seconds:g} is not allowed; allowed: a "
+                            "number of seconds > 0 and at most 86400")
+    check_rule(args.branch_rule)
+    check_tolerance(args.branch_tolerance)
+    return {"probe_seconds": args.probe_seconds, "branch_rule": args.branch_rule,
+            "branch_tolerance": args.branch_tolerance, "branch_seconds": args.branch_seconds}
+
+
+@contextlib.contextmanager
+def probe_environment(parallelism: int = 1):
+    """Time and probe as a local run's pack tasks train (one XLA thread each where they
+    share the cores): XLA_FLAGS set before anything here initialises JAX, restored after."""
+    from batchscale.pipelines.local_run import task_environment
+
+    before = os.environ.get("XLA_FLAGS")
+    os.environ.update(task_environment(parallelism, os.cpu_count() or 1, os.environ))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = before
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -72,41 +111,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
                               preset=args.preset, images=images_arg(args))
         print(f"wrote {args.compile} (the plan of study {spec.name} on preset {args.preset})")
         return 0
-    for flag, seconds in (("--probe-seconds", args.probe_seconds),
-                          ("--branch-seconds", args.branch_seconds)):
-        if not 0 < seconds <= 24 * 3600:
-            raise SpecError(f"{flag}: {seconds:g} is not allowed; allowed: a "
-                            "number of seconds > 0 and at most 86400")
-    check_rule(args.branch_rule)
-    check_tolerance(args.branch_tolerance)
-    import os
-
+    options = probe_options(args)
     from batchscale.cli.study import absolute_store
-    from batchscale.pipelines.local_run import task_environment
     from batchscale.planning.plan import plan_study
     from batchscale.store.filesystem import check_store_writable
     from batchscale.store.layout import StudyStore
 
-    # time steps and pack costs as a local run's pack tasks train (one XLA thread each where
-    # they share the cores): set before anything here initialises JAX, restored after
-    before = os.environ.get("XLA_FLAGS")
-    os.environ.update(task_environment(spec.parallelism, os.cpu_count() or 1, os.environ))
-    try:
+    with probe_environment(spec.parallelism):
         spec = absolute_store(check_here(spec))  # the probes build the user's model here
         check_store_writable(spec.store)
         store = StudyStore(spec.store)
         store.check_compatible(spec)  # a plan for another study under this name: refused
-        plan = plan_study(spec, store, log=_progress, probe_seconds=args.probe_seconds,
-                          branch_rule=args.branch_rule, branch_tolerance=args.branch_tolerance,
-                          branch_seconds=args.branch_seconds)
-    finally:
-        if before is None:
-            os.environ.pop("XLA_FLAGS", None)
-        else:
-            os.environ["XLA_FLAGS"] = before
+        plan = plan_study(spec, store, log=progress, **options)
     print("\n".join(plan.lines()))
     return 0
 
 
-def _progress(line: str) -> None:
+def progress(line: str) -> None:
     print(f"  {line}", file=sys.stderr, flush=True)

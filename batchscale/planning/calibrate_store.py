@@ -55,7 +55,7 @@ def sweep_side(location: str):
     str saying why the study cannot be calibrated against."""
     from batchscale.analysis.reading.completeness import unfinished_trials
     from batchscale.analysis.reading.study_reader import load_study
-    from batchscale.analysis.statistics.critical_batch_sizes import fitted_b_star
+    from batchscale.analysis.statistics.critical_batch_sizes import critical_batch_sizes
     from batchscale.analysis.statistics.regimes import fit_regimes
     from batchscale.analysis.statistics.steps import crossings
     from batchscale.analysis.statistics.training_cost import training_cost
@@ -69,18 +69,18 @@ def sweep_side(location: str):
         return f"unfinished: {len(unfinished)} trial(s) still to train"
     goal = study.goals[0]
     fit = fit_regimes(crossings(study, goal, "val"))
-    fitted = fitted_b_star(fit)
-    if fitted is None:
+    fitted = critical_batch_sizes(fit, None, goal.label).get("b_star_fit")
+    if fitted is None or not math.isfinite(fitted.value):
         return f"no fitted B* for {goal.label}: {fit.reason or 'the fit did not resolve it'}"
     return study, fitted, int(training_cost(study)["trained_examples"]), goal.label
 
 
 def _planned(fs, folder: str) -> list[CbsEstimate]:
     """The predictions a plan.json of the study holds (before its sweep)."""
-    from batchscale.analysis.statistics.critical_batch_sizes import planned_estimates
+    from batchscale.analysis.statistics.critical_batch_sizes import plan_estimates
     from batchscale.store.profiles import read_plan
 
-    return [e for e in planned_estimates(read_plan(fs, folder)) if e.name in PREDICTORS]
+    return [e for name, e in plan_estimates(read_plan(fs, folder)).items() if name in PREDICTORS]
 
 
 def _cached(fs, folder: str) -> list[CbsEstimate] | None:
@@ -95,8 +95,8 @@ def _key(folder: str) -> str:
     return folder.replace("/", "__")
 
 
-def calibrate_store(root: str, *, probe_seconds: float, branch_options: dict, rerun: bool = False,
-                    log=print) -> Calibration:
+def calibrate_store(root: str, *, probe_seconds: float, branch_rule: str, branch_tolerance: float,
+                    branch_seconds: float, rerun: bool = False, log=print) -> Calibration:
     """The calibration of every study under ``root`` (module docstring)."""
     from batchscale.planning.predictions import probe_predictions
     from batchscale.store.filesystem import open_root
@@ -119,8 +119,10 @@ def calibrate_store(root: str, *, probe_seconds: float, branch_options: dict, re
             cached = None if rerun else _cached(fs, folder)
             predictions, source = cached or [], "probed by calibrate (re-used)"
             if cached is None:
-                predictions = probe_predictions(study.spec, probe_seconds=probe_seconds,
-                                                log=lambda line: log(f"  {line}"), **branch_options)
+                predictions = probe_predictions(
+                    study.spec, probe_seconds=probe_seconds, rule=branch_rule,
+                    tolerance=branch_tolerance, branch_seconds=branch_seconds,
+                    log=lambda line: log(f"  {line}"))
                 source = "probed by calibrate"
                 fs.write_text(f"{PROBES_FOLDER}/{_key(folder)}.json", json.dumps(
                     {"study": folder, "created": now_iso(),
@@ -129,9 +131,9 @@ def calibrate_store(root: str, *, probe_seconds: float, branch_options: dict, re
         for estimate in predictions:
             row = CalibrationRow(folder, label, goal, estimate, fitted, examples, source)
             rows.append(row)
+            ratio = f"ratio {row.ratio:.3g}" if row.scored else "not scored (B* one-sided)"
             log(f"  {estimate.definition.symbol} = {_interval(estimate)} against fitted "
-                f"B* {_interval(fitted)}: ratio {row.ratio:.3g}, "
-                f"{100 * row.share:.2g}% of the sweep's examples")
+                f"B* {_interval(fitted)}: {ratio}, {100 * row.share:.2g}% of the sweep's examples")
     return Calibration(rows, skipped, now_iso(), time.time() - started)
 
 

@@ -48,9 +48,16 @@ class CalibrationRow:
     source: str
 
     @property
+    def scored(self) -> bool:
+        """The sweep pins B* down on both sides (a B* the fit bounds on one side only,
+        ``≥ 715``, has no ratio to score: the row is shown, not counted)."""
+        f = self.fitted
+        return bool(f.low > 0 and math.isfinite(f.high) and math.isfinite(f.value) and f.value > 0)
+
+    @property
     def ratio(self) -> float:
         p, f = self.predicted.value, self.fitted.value
-        return p / f if f > 0 and math.isfinite(f) and math.isfinite(p) else math.nan
+        return p / f if self.scored and math.isfinite(p) else math.nan
 
     @property
     def covered(self) -> bool:
@@ -128,9 +135,9 @@ def _percent(share: float) -> str:
 
 
 def summarize(rows: list[CalibrationRow]) -> list[PredictorRecord]:
-    """One record per predictor that has a finite ratio on some study, in PREDICTORS order."""
+    """One record per predictor that has a ratio on some study, in PREDICTORS order."""
     out = []
-    for name in PREDICTORS:
+    for name in PREDICTORS:  # rows without a ratio (B* one-sided, no prediction) not counted
         mine = [r for r in rows if r.predicted.name == name and math.isfinite(r.ratio) and r.ratio > 0]
         if not mine:
             continue

@@ -36,7 +36,8 @@ def table(calibration: Calibration) -> pd.DataFrame:
             "study": r.study, "workload": r.workload, "goal": r.goal,
             "predictor": DEFINITIONS[r.predicted.name].symbol,
             "predicted": _interval(r.predicted), "fitted B*": _interval(r.fitted),
-            "predicted / fitted": round(r.ratio, 3) if math.isfinite(r.ratio) else None,
+            "predicted / fitted": (round(r.ratio, 3) if math.isfinite(r.ratio)
+                                   else "not scored: B* one-sided" if not r.scored else None),
             "B* inside": r.covered, "intervals overlap": r.overlap,
             "probe examples": r.predicted.examples, "sweep examples": r.sweep_examples,
             "share of sweep": f"{100 * r.share:.3g}%" if math.isfinite(r.share) else "—",

@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass
 
 from batchscale.core.critical_batch_size import DEFINITIONS, CbsEstimate
-from batchscale.core.errors import InputError
 from batchscale.core.names import momentum_parameter
 from batchscale.core.prices import device_price
 from batchscale.core.spec import StudySpec
@@ -34,14 +33,22 @@ from batchscale.planning.branched_estimate import (
     check_rule,
     check_tolerance,
 )
+from batchscale.planning.calibration import read_calibration
 from batchscale.planning.estimate import StudyEstimate, estimate_study
 from batchscale.planning.grid import propose_grid
 from batchscale.planning.noise_scale import NoiseScale, estimate_noise_scale
 from batchscale.planning.pack_costs import PackCosts, measure_pack_costs
-from batchscale.planning.probe import NoiseProbe, check_backend, check_probeable, noise_probe
+from batchscale.planning.predictions import (
+    branched_prediction,
+    chosen_prediction,
+    prediction_estimates,
+    probe_data,
+)
+from batchscale.planning.probe import NoiseProbe, check_backend, noise_probe
 from batchscale.training.step_timing import now_iso
 
 PLAN_FORMAT = 1
+BUDGET_FACTOR = 3.0  # proposed budget / predicted S(B): room for trials slower than the best
 BRANCH_SHARE = 0.1  # the branched probe's branches stop at this share of the study's
 # estimated trained examples (issue 29: at most 10% of the sweep's)
 
@@ -61,17 +68,12 @@ class Plan:
     seconds: float
     branched: BranchedProbe | None = None
     branched_skipped: str = ""  # why there is no branched probe (when there is none)
+    chosen: str = "b_simple"  # the prediction the grid and the estimate go by ...
+    chosen_line: str = ""  # ... and why (``predictions.chosen_prediction``)
 
     def critical_batch_sizes(self) -> dict[str, CbsEstimate]:
         """The plan's predictions of the critical batch size, by definition name."""
-        n = self.noise
-        out = {"b_simple": CbsEstimate(
-            "b_simple", n.value, n.low, n.high, n.level, self.probe.examples,
-            "bootstrap interval over the probe's final window of measurements; examples: "
-            "the probe runs' training and the gradient measurements")}
-        if self.branched is not None:
-            out["b_branched"] = self.branched.estimate
-        return out
+        return prediction_estimates(self.probe, self.noise, self.branched)
 
     def to_dict(self) -> dict:
         return {
@@ -89,7 +91,18 @@ class Plan:
             "critical_batch_sizes": {k: e.to_dict() for k, e in self.critical_batch_sizes().items()},
             "branched": (self.branched.to_dict() if self.branched is not None
                          else {"skipped": self.branched_skipped}),
+            "chosen_prediction": self.chosen, "chosen_line": self.chosen_line,
+            "proposed_budgets": {str(b): n for b, n in self.proposed_budgets().items()},
         }
+
+    def proposed_budgets(self) -> dict[int, int]:
+        """A step budget per proposed batch size (``BUDGET_FACTOR`` x the predicted S(B),
+        on the chosen prediction's curve, rounded up to 2 significant digits); {} where no
+        probe run reached the goal (no S_min)."""
+        s_min, knee = self.estimate.s_min, self.critical_batch_sizes()[self.chosen].value
+        if not s_min or not math.isfinite(knee):
+            return {}
+        return {b: _round_up(BUDGET_FACTOR * s_min * (1 + knee / b)) for b in self.grid}
 
     def lines(self) -> list[str]:
         """What ``batchscale plan`` prints."""
@@ -113,8 +126,17 @@ class Plan:
             out.append(f"  learning_rate {p['learning_rate']:.3g}"
                        + (f", {second} {p[second]:.3g}" if second in p else "") + f": {what}")
         out.extend(self.critical_batch_size_lines())
-        out.append("proposed batch sizes (powers of 2 around the predicted knee): "
+        symbol = DEFINITIONS[self.chosen].symbol
+        if self.chosen_line:
+            out.append(self.chosen_line)
+        out.append(f"proposed batch sizes (powers of 2 around {symbol}'s interval): "
                    + " ".join(map(str, self.grid)))
+        budgets = self.proposed_budgets()
+        if budgets:
+            out.append(f"proposed step budgets ({BUDGET_FACTOR:g}x the predicted steps to result "
+                       f"S(B) = S_min (1 + {symbol}/B), S_min {self.estimate.s_min:.3g} from the "
+                       "probe's untuned runs): "
+                       + ", ".join(f"{b}: {n:,}" for b, n in budgets.items()))
         out.append(f"the spec's batch sizes: {' '.join(map(str, spec.batch_sizes))}")
         out.extend(self.estimate.lines())
         c = self.costs
@@ -177,6 +199,12 @@ class Plan:
         return out
 
 
+def _round_up(x: float) -> int:
+    """Up to 2 significant digits: 1234 -> 1300, 87.2 -> 88."""
+    scale = 10 ** max(0, math.floor(math.log10(max(x, 1.0))) - 1)
+    return int(math.ceil(x / scale) * scale)
+
+
 def _number(x: float) -> str:
     return f"{x:.4g}" if math.isfinite(x) else ("inf" if x > 0 else "?")
 
@@ -196,60 +224,39 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0,
     ``branch_*``: the branched probe's learning-rate rule, tolerance and time cap."""
     from batchscale.search.pack_order import step_time_at
     from batchscale.store.profiles import write_plan, write_step_times
-    from batchscale.training.keras_setup import hardware, select_backend
+    from batchscale.training.keras_setup import hardware
     from batchscale.training.step_timing import time_steps
-    from batchscale.workloads.dataset_registry import dataset_for, open_pipeline
-    from batchscale.workloads.prepare import prepare_dataset
 
     started = time.time()
     check_backend(spec)  # refused before anything is written
     check_rule(branch_rule, "branch rule")
     check_tolerance(branch_tolerance, "branch tolerance")
-    prepare_dataset(store, dataset_for(spec.workload), log)
-    pipeline = open_pipeline(store, dataset_for(spec.workload), spec.workload.options)
-    check_probeable(spec, pipeline)  # before Keras is imported for a backend
-    select_backend(spec.backend)
+    pipeline = probe_data(spec, store, log)
     small = min(spec.batch_sizes)
     probe = noise_probe(spec, pipeline, small, spec.max_steps[small], probe_seconds, log)
     noise = estimate_noise_scale(probe.measurements)
-    grid = propose_grid(noise, largest=pipeline.num_train_examples)
     step_times = time_steps(spec, pipeline, spec.batch_sizes, log)
     write_step_times(store.fs, spec.name, step_times)
     times = {r["batch_size"]: r["seconds_per_step"] for r in step_times}
     costs = measure_pack_costs(spec, store, pipeline, step_time_at(small, times)[0], log)
     hw = hardware(1)
     price, source = device_price(hw["preset"], hw["cpu_cores"], spec.price_per_device_hour)
-    estimate = estimate_study(
-        spec, noise, probe.batch_size, [r.crossing for r in probe.runs], times, devices=1,
-        price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds,
-        costs=costs, diverged_share=sum(r.diverged for r in probe.runs) / max(1, len(probe.runs)))
-    branched, skipped = _branched(spec, pipeline, probe, branch_rule, branch_tolerance,
-                                  branch_seconds, int(BRANCH_SHARE * estimate.trained_examples),
-                                  log)
+
+    def estimate_with(knee) -> StudyEstimate:
+        return estimate_study(
+            spec, knee, probe.batch_size, [r.crossing for r in probe.runs], times, devices=1,
+            price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds,
+            costs=costs, diverged_share=sum(r.diverged for r in probe.runs) / max(1, len(probe.runs)))
+
+    branched, skipped = branched_prediction(
+        spec, pipeline, probe, branch_rule, branch_tolerance, branch_seconds,
+        int(BRANCH_SHARE * estimate_with(noise).trained_examples), log)
+    calibration, why_none = read_calibration(store.fs)
+    chosen, chosen_line = chosen_prediction(prediction_estimates(probe, noise, branched),
+                                            calibration, why_none)
+    grid = propose_grid(chosen, largest=pipeline.num_train_examples)
+    estimate = estimate_with(chosen)
     plan = Plan(spec, hw, probe, noise, grid, step_times, estimate, costs, price, source,
-                time.time() - started, branched, skipped)
+                time.time() - started, branched, skipped, chosen.name, chosen_line)
     write_plan(store.fs, spec.name, plan.to_dict())
     return plan
-
-
-def _branched(spec: StudySpec, pipeline, probe: NoiseProbe, rule: str, tolerance: float,
-              seconds: float, max_examples: int, log) -> tuple[BranchedProbe | None, str]:
-    """The branched probe from the noise probe's best run (``NoiseProbe.best_run``), its
-    base run as long as that run took to its goal (else as far as it trained), its
-    branches within ``max_examples``; or None and why not (every run diverged; a base run
-    too short to branch)."""
-    from batchscale.planning.branched_probe import branched_probe
-
-    best = probe.best_run()
-    if best is None:
-        reason = "every noise probe run diverged"
-    else:
-        steps = best.crossing if best.crossing is not None else int(best.rows[-1]["step"])
-        try:
-            return branched_probe(spec, pipeline, best.parameters, probe.batch_size, rule=rule,
-                                  tolerance=tolerance, max_seconds=seconds, log=log,
-                                  steps=steps, max_examples=max_examples), ""
-        except InputError as err:
-            reason = str(err)
-    log(f"branched probe skipped: {reason}")
-    return None, reason

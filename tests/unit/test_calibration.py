@@ -93,3 +93,32 @@ def test_pages_state_every_definition_and_the_numbers(tmp_path):
     svg = (tmp_path / "calibration/calibration.svg").read_text()
     assert svg.count("<text") > 5 and "predicted against fitted" in svg
     assert (tmp_path / "calibration/calibration.csv").read_text().count("\n") == 4
+
+
+def test_the_plan_goes_by_the_best_calibrated_predictor_and_says_why():
+    from batchscale.planning.predictions import chosen_prediction
+
+    estimates = {"b_simple": CbsEstimate("b_simple", 400.0, 300.0, 500.0, 0.9, 100),
+                 "b_branched": CbsEstimate("b_branched", 128.0, 128.0, 256.0, 0.75, 900)}
+    good_branched = Calibration([row("a", "b_simple", 400.0), row("b", "b_simple", 350.0),
+                                 row("a", "b_branched", 120.0), row("b", "b_branched", 90.0)])
+    chosen, line = chosen_prediction(estimates, good_branched)
+    assert chosen.name == "b_branched"
+    assert "best-calibrated" in line and "within 2x of the fitted B* on 2 of 2 studies" in line
+    chosen, line = chosen_prediction({"b_simple": estimates["b_simple"]}, good_branched)
+    assert chosen.name == "b_simple" and "B_branch, was not measured here" in line
+    chosen, line = chosen_prediction(estimates, Calibration([row("a", "b_branched", 100.0)]))
+    assert chosen.name == "b_simple" and "no predictor" in line and "1 study" in line
+    chosen, line = chosen_prediction(estimates, None, "is missing")
+    assert chosen.name == "b_simple" and "no calibration in this store (is missing)" in line
+
+
+def test_a_one_sided_b_star_is_shown_but_not_scored():
+    one_sided = CalibrationRow("f", "fashion", "error<0.14",
+                               CbsEstimate("b_simple", 628.0, 512.0, 791.0, 0.9, 10),
+                               CbsEstimate("b_star_fit", 1457.0, 715.0, math.inf, 0.95), 10_000,
+                               "probed")
+    assert not one_sided.scored and math.isnan(one_sided.ratio)
+    records = summarize([one_sided, row("a", "b_simple", 100.0)])
+    assert records[0].studies == 1
+    assert table(Calibration([one_sided]))["predicted / fitted"][0] == "not scored: B* one-sided"

@@ -83,3 +83,20 @@ def test_the_branched_probe_starts_from_the_first_run_to_the_goal_else_the_lowes
     assert probe.best_run().parameters == {"learning_rate": 0.1}
     probe.runs = [_run(1.0, diverged=True)]
     assert probe.best_run() is None
+
+
+def test_budgets_follow_the_chosen_prediction_on_the_proposed_grid():
+    from batchscale.planning.plan import BUDGET_FACTOR
+
+    plan = _plan(_branched())
+    s_min = plan.estimate.s_min
+    budgets = plan.proposed_budgets()
+    assert list(budgets) == plan.grid
+    for b, budget in budgets.items():  # rounded up to 2 significant digits, never down
+        exact = BUDGET_FACTOR * s_min * (1 + 50.0 / b)
+        assert exact <= budget < exact * 1.1
+    plan.chosen = "b_branched"  # B_branch 32 < B_simple 50: smaller budgets at small batches
+    assert plan.proposed_budgets()[16] < budgets[16]
+    assert plan.to_dict()["chosen_prediction"] == "b_branched"
+    assert "proposed step budgets (3x the predicted steps to result S(B) = S_min (1 + B_branch/B)" \
+        in "\n".join(plan.lines())
