@@ -1,0 +1,128 @@
+"""Round 1 of a batch size added to a grown study, from the box the metaparameter laws fit.
+
+With ``new_batch_sizes: {search: fitted_box}`` (``core.new_batch_sizes``), a batch size
+none of whose trials has started, in a study where at least three other batch sizes are
+*settled*, starts with a round 1 of its own: ``FittedFrom.trials`` trials sampled from
+``search.metaparameter_laws.proposed_box``, fitted to each settled batch size's best
+trial. A batch size is settled when every trial its rounds hold has finished under
+today's budget, the round planner would add no round to it (``search.next_round``, or
+its rounds are used up) and a trial reached the study's first goal; its best trial is
+``next_round.best_trial``'s (fewest steps to that goal), the trial a re-search centres on.
+
+The round records its sources, (batch size, trial id) of each best trial, and its count
+(``core.rounds.FittedFrom``), so ``rounds.derivation`` recomputes it: the same sources'
+parameters (each trial's parameters from its batch size's recorded rounds) give the same
+box, and the count it was planned with stands while it is at most
+``trials_per_batch_size``. Which trials were best is not asked again: a later round of a
+source batch size may find a better trial, and the box was fitted before it.
+
+Fewer than three settled batch sizes (or a law that cannot be fitted): the batch size
+searches the spec's ``search_space`` as always, and one log line says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from batchscale.core.rounds import FittedFrom, SearchRound
+from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.core.trial_state import is_finished
+from batchscale.search.metaparameter_laws import proposed_box
+from batchscale.search.next_round import TrialResult, best_trial, next_round
+from batchscale.search.trials import batch_trials
+from batchscale.store.layout import StudyStore
+
+# as ``rounds.derivation.Results``: the planner's reading of finished trials under a budget
+Results = Callable[[StudySpec, StudyStore, list[TrialSpec], dict, int], list[TrialResult] | None]
+
+
+def plan_fitted_round(spec: StudySpec, store: StudyStore, batch_size: int, results: Results,
+                      log=print) -> SearchRound | None:
+    """The fitted round 1 for ``batch_size`` (its trials not started; the caller checks),
+    or None: the spec does not ask for one, or the laws cannot be fitted (logged)."""
+    if not spec.new_batch_sizes.fitted:
+        return None
+    sources = settled_best(spec, store, batch_size, results)
+    count = spec.new_batch_sizes.fitted_trials(spec.trials_per_batch_size)
+    try:
+        return fitted_round(spec, store, batch_size, FittedFrom(tuple(sources), count))
+    except ValueError as err:
+        log(f"batch size {batch_size}: searches the spec's search space, not a fitted box "
+            f"({err})")
+        return None
+
+
+def derive_fitted_round(spec: StudySpec, store: StudyStore, batch_size: int,
+                        record: SearchRound) -> tuple[SearchRound | None, str]:
+    """``record`` (a fitted round 1) recomputed from the sources it names: (the round, "")
+    or (None, why it cannot be: a source no batch size's rounds hold, or no law)."""
+    given = record.fitted_from
+    count = given.trials if 1 <= given.trials <= spec.trials_per_batch_size else \
+        spec.new_batch_sizes.fitted_trials(spec.trials_per_batch_size)
+    try:
+        return fitted_round(spec, store, batch_size, FittedFrom(given.sources, count)), ""
+    except ValueError as err:
+        return None, str(err)
+
+
+def fitted_round(spec: StudySpec, store: StudyStore, batch_size: int,
+                 fitted: FittedFrom) -> SearchRound:
+    """Round 1 of ``batch_size``: ``fitted.trials`` trials in the box fitted to the
+    parameters of ``fitted.sources`` (one ValueError line where it cannot be)."""
+    points = [(b, parameters) for b, parameters in source_parameters(spec, store, batch_size,
+                                                                      fitted.sources)]
+    box, reason = proposed_box(points, batch_size, spec.search_space)
+    return SearchRound(1, 1, fitted.trials, tuple(box), reason, None, fitted)
+
+
+def source_parameters(spec: StudySpec, store: StudyStore, batch_size: int,
+                      sources: tuple[tuple[int, int], ...]) -> list[tuple[int, dict]]:
+    """(batch size, parameters) of each source trial, from its batch size's recorded
+    rounds (``search.trials``: the parameters the trial trained with)."""
+    out = []
+    for b, trial_id in sources:
+        if b == batch_size or b not in spec.batch_sizes:
+            raise ValueError(f"source batch size {b} is not another batch size of the study")
+        rounds = store.read_rounds(spec, b)
+        if not any(trial_id in r.trial_ids for r in rounds):
+            raise ValueError(f"source trial {b}/{trial_id} is not one of the trials batch size "
+                             f"{b}'s search rounds hold")
+        out.append((b, batch_trials(spec, b, rounds, [trial_id])[0].parameters))
+    return out
+
+
+def settled_best(spec: StudySpec, store: StudyStore, batch_size: int,
+                 results: Results) -> list[tuple[int, int]]:
+    """(batch size, best trial id) of each settled batch size other than ``batch_size``
+    (module docstring), smallest batch size first."""
+    out = []
+    for b in spec.batch_sizes:
+        if b == batch_size:
+            continue
+        rounds = store.read_rounds(spec, b)
+        trials = batch_trials(spec, b, rounds)
+        metadata = _finished_metadata(spec, store, trials, spec.max_steps[b])
+        if metadata is None:
+            continue
+        found = results(spec, store, trials, metadata, spec.max_steps[b])
+        best = best_trial(found) if found is not None else None
+        if best is None:
+            continue
+        if rounds[-1].round < spec.max_rounds and next_round(spec, rounds, found,
+                                                             rounds[-1].round + 1) is not None:
+            continue  # its search goes on: its best may still move
+        out.append((b, best.trial_id))
+    return out
+
+
+def _finished_metadata(spec: StudySpec, store: StudyStore, trials: list[TrialSpec],
+                       budget: int) -> dict[int, dict] | None:
+    """Each trial's metadata.json when every one has finished under ``budget``; None at
+    the first that has not (in a fresh study, at once: one read per batch size)."""
+    metadata = {}
+    for trial in trials:
+        meta = store.read_metadata(spec, trial)
+        if not is_finished(meta, budget):
+            return None
+        metadata[trial.trial_id] = meta
+    return metadata

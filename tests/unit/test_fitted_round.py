@@ -1,0 +1,206 @@
+"""A batch size added to a grown study, starting from the box the metaparameter laws fit.
+
+``new_batch_sizes: {search: fitted_box}`` (``core.new_batch_sizes``): the planner records a
+round 1 of its own for a batch size none of whose trials has started, once three other
+batch sizes are settled (``rounds.fitted_round``); the derivation recomputes it from the
+sources it records, heals an edited record and refuses one its trials were trained from;
+its later rounds count to its own trials. No training: trials are written through the
+trainer's ``finish_trial``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from batchscale.core.rounds import FittedFrom, SearchRound, read_rounds, wanted_trials
+from batchscale.core.spec import Parameter
+from batchscale.rounds.derivation import DamagedRoundsError
+from batchscale.rounds.planner import plan_stage
+from batchscale.search.next_round import TrialResult, next_round
+from batchscale.search.trials import batch_trials
+from batchscale.store.layout import StudyStore
+from batchscale.training.trial_lifecycle import finish_trial
+from batchscale.validation import default_spec_dict, parse_spec
+
+pytestmark = pytest.mark.timeout(60)
+SETTLED = (8, 16, 32)
+NEW = 64
+SPACE = {"learning_rate": {"scale": "log", "min": 0.001, "max": 1.0}}
+
+
+def _spec(root: str, batch_sizes, fitted: bool = True, max_rounds: int = 1, trials: int = 6):
+    raw = {**default_spec_dict(), "store": root, "batch_sizes": list(batch_sizes),
+           "trials_per_batch_size": trials, "max_steps": 400, "max_rounds": max_rounds,
+           "search_space": SPACE, "fixed": {"momentum": 0.9}}
+    if fitted:
+        raw["new_batch_sizes"] = {"search": "fitted_box"}
+    return parse_spec(raw)
+
+
+def _finish(store, spec, trial, diverged: bool = False):
+    """Finish ``trial``: it beats the goal sooner the nearer its learning rate is to
+    0.01 * sqrt(B) (a square-root law), or diverges."""
+    lr = trial.parameters["learning_rate"]
+    step = 20 + int(40 * abs(math.log(lr / (0.01 * math.sqrt(trial.batch_size)))))
+    rows = ([{"step": 0, "val/classification_error": 0.9, "wall_time": 0.0},
+             {"step": 10, "val/classification_error": float("nan"), "wall_time": 0.1}] if diverged
+            else [{"step": 0, "val/classification_error": 0.9, "wall_time": 0.0},
+                  {"step": step, "val/classification_error": 0.05, "wall_time": step / 100}])
+    metadata = {"trial_id": trial.trial_id, "batch_size": trial.batch_size,
+                "parameters": trial.parameters, "status": "INCOMPLETE",
+                "max_steps": spec.max_steps[trial.batch_size]}
+    outcome = ("INFEASIBLE", "diverged") if diverged else ("COMPLETE", "goal")
+    finish_trial(store, spec, trial, metadata, rows, outcome, rows[-1]["step"], 4000, 1.0, 1.0,
+                 log=lambda *_: None)
+
+
+def _grown(root: str, **kwargs):
+    """A study of SETTLED batch sizes, every trial finished, grown by NEW."""
+    store = StudyStore(root)
+    first = _spec(root, SETTLED, **kwargs)
+    plan_stage(first, store, 1, 8, log=lambda *_: None)
+    for b in SETTLED:
+        for trial in batch_trials(first, b, store.read_rounds(first, b)):
+            _finish(store, first, trial)
+    return _spec(root, (*SETTLED, NEW), **kwargs), store
+
+
+def _study_json(store, spec, batch_size=NEW) -> dict:
+    return json.loads(store.fs.read_text(f"{store.batch_dir(spec, batch_size)}/study.json"))
+
+
+def _write_rounds(store, spec, rounds: list[dict], batch_size=NEW) -> None:
+    """An edit of study.json's rounds, written in both of its forms."""
+    store.write_rounds(spec, batch_size, [SearchRound.from_dict(r) for r in rounds])
+
+
+def test_a_new_batch_size_starts_from_the_fitted_box_recorded_as_its_own_round(tmp_path):
+    spec, store = _grown(str(tmp_path))
+    lines = []
+    packs = plan_stage(spec, store, 1, 8, log=lines.append)
+    [pack] = [p for p in packs if p.batch_size == NEW]
+    assert pack.trial_ids == (1, 2, 3)  # half of trials_per_batch_size
+    assert all(p.batch_size == NEW for p in packs)  # the settled batch sizes train nothing
+    [raw] = _study_json(store, spec)["search_rounds"]
+    assert raw["round"] == 1 and raw["trial_ids"] == [1, 3]
+    assert raw["reason"].startswith("fitted box for batch size 64")
+    bests = {b: min(store.read_rounds(spec, b)[0].trial_ids, key=lambda i: _goal_step(spec, b, i))
+             for b in SETTLED}
+    assert raw["fitted_from"] == {"sources": [{"batch_size": b, "trial_id": bests[b]}
+                                              for b in SETTLED], "trials": 3}
+    box = raw["search_space"]["learning_rate"]
+    assert (box["min"], box["max"]) != (0.001, 1.0)
+    assert _study_json(store, spec)["parameter_configs"]["learning_rate"]["min_value"] == box["min"]
+    assert any("round 1 samples trials 1-3 in a box fitted from batch sizes 8, 16, 32" in line
+               for line in lines)
+    # trials take their parameters from the box; re-planning derives the same round
+    for trial in batch_trials(spec, NEW, store.read_rounds(spec, NEW)):
+        assert box["min"] <= trial.parameters["learning_rate"] <= box["max"]
+    again = []
+    assert plan_stage(spec, store, 1, 8, log=again.append) == packs and again == []
+    assert _study_json(store, spec)["search_rounds"] == [raw]
+
+
+def _goal_step(spec, batch_size, trial_id) -> float:
+    [trial] = batch_trials(spec, batch_size, [SearchRound(1, 1, 6, spec.search_space)], [trial_id])
+    return abs(math.log(trial.parameters["learning_rate"] / (0.01 * math.sqrt(batch_size))))
+
+
+def test_an_edited_box_is_healed_while_no_trial_used_it(tmp_path):
+    spec, store = _grown(str(tmp_path))
+    plan_stage(spec, store, 1, 8, log=lambda *_: None)
+    derived = _study_json(store, spec)["search_rounds"]
+    edited = json.loads(json.dumps(derived))
+    edited[0]["search_space"]["learning_rate"]["max"] = 0.9
+    edited[0]["trial_ids"] = [1, 6]
+    _write_rounds(store, spec, edited)
+    lines = []
+    plan_stage(spec, store, 1, 8, log=lines.append)
+    assert _study_json(store, spec)["search_rounds"] == derived
+    assert any("search round 1: search_space (learning_rate)" in line
+               and "study.json rewritten with the derived rounds" in line for line in lines)
+    assert any("trial_ids [1, 6] where" in line for line in lines)
+
+
+def test_a_box_its_trials_were_trained_from_is_refused_in_one_line(tmp_path):
+    spec, store = _grown(str(tmp_path))
+    plan_stage(spec, store, 1, 8, log=lambda *_: None)
+    edited = _study_json(store, spec)["search_rounds"]
+    edited[0]["search_space"]["learning_rate"]["max"] = 0.9
+    _write_rounds(store, spec, edited)
+    trial = batch_trials(spec, NEW, read_rounds(_study_json(store, spec), spec), [1])[0]
+    _finish(store, spec, trial)  # trained from the edited box
+    before = _study_json(store, spec)
+    with pytest.raises(DamagedRoundsError) as refused:
+        plan_stage(spec, store, 1, 8, log=lambda *_: None)
+    message = str(refused.value)
+    assert "search round 1: search_space (learning_rate)" in message and "\n" not in message
+    assert "trial 1 was already trained from it" in message
+    assert _study_json(store, spec) == before
+
+
+def test_a_source_no_round_holds_falls_back_and_is_fitted_again(tmp_path):
+    """A record naming a trial its batch size does not hold cannot be derived: while no
+    trial used it, the spec's round 1 replaces it and the planner fits the box anew."""
+    spec, store = _grown(str(tmp_path))
+    plan_stage(spec, store, 1, 8, log=lambda *_: None)
+    derived = _study_json(store, spec)["search_rounds"]
+    forged = json.loads(json.dumps(derived))
+    forged[0]["fitted_from"]["sources"][0]["trial_id"] = 99
+    _write_rounds(store, spec, forged)
+    lines = []
+    plan_stage(spec, store, 1, 8, log=lines.append)
+    assert any("its fitted box cannot be derived from what it records (source trial 8/99 is not "
+               "one of the trials" in line for line in lines)
+    assert _study_json(store, spec)["search_rounds"] == derived
+
+
+def test_too_few_settled_batch_sizes_search_the_spec_space(tmp_path):
+    """A source whose search goes on (a top-up is due: a trial diverged) is not settled:
+    two are left, and the laws need three."""
+    root = str(tmp_path)
+    store = StudyStore(root)
+    first = _spec(root, SETTLED, max_rounds=2)
+    plan_stage(first, store, 1, 8, log=lambda *_: None)
+    for b in SETTLED:
+        for trial in batch_trials(first, b, store.read_rounds(first, b)):
+            _finish(store, first, trial, diverged=(b, trial.trial_id) == (16, 1))
+    spec = _spec(root, (*SETTLED, NEW), max_rounds=2)
+    lines = []
+    plan_stage(spec, store, 1, 8, log=lines.append)
+    [raw] = _study_json(store, spec)["search_rounds"]
+    assert "fitted_from" not in raw and raw["trial_ids"] == [1, 6]
+    assert any(line.startswith("batch size 64: searches the spec's search space, not a fitted "
+                               "box (") for line in lines)
+
+
+def test_the_option_off_searches_the_spec_space(tmp_path):
+    spec, store = _grown(str(tmp_path), fitted=False)
+    packs = plan_stage(spec, store, 1, 8, log=lambda *_: None)
+    assert [p.trial_ids for p in packs] == [(1, 2, 3, 4, 5, 6)]
+    assert "fitted_from" not in _study_json(store, spec)["search_rounds"][0]
+
+
+def test_a_fitted_batch_size_wants_its_own_count_in_later_rounds():
+    """Top-ups and re-searches count to the fitted round's trials, not trials_per_batch_size,
+    and the lone fitted round 1 does not grow with trials_per_batch_size."""
+    spec = _spec("/tmp/unused", SETTLED, max_rounds=3)
+    box = (Parameter("learning_rate", "log", 0.01, 0.1),)
+    fitted = SearchRound(1, 1, 3, box, "fitted box", None, FittedFrom(((8, 2),), 3))
+    assert wanted_trials(spec, [fitted]) == 3 and wanted_trials(spec, []) == 6
+    assert read_rounds({"search_rounds": [fitted.to_dict()]}, spec) == [fitted]
+    results = [TrialResult(1, {"learning_rate": 0.03}, True, None, None),
+               TrialResult(2, {"learning_rate": 0.03}, False, 50, 0.05),
+               TrialResult(3, {"learning_rate": 0.04}, False, 40, 0.05)]
+    added = next_round(spec, [fitted], results, 2)
+    assert added.reason == "top-up: 2 of 3 trials non-divergent" and added.first == 4
+    assert added.space == box and added.fitted_from is None
+    results[0] = TrialResult(1, {"learning_rate": 0.03}, False, 60, 0.05)
+    assert next_round(spec, [fitted], results, 2) is None
+    edge = [*results[:2], TrialResult(3, {"learning_rate": 0.0999}, False, 10, 0.05)]
+    research = next_round(spec, [fitted], edge, 2)
+    assert research.reason.startswith("re-search: best trial 3's learning_rate")
+    assert len(research.trial_ids) == 3  # the fitted count, not 6
