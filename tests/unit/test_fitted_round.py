@@ -15,12 +15,14 @@ import math
 
 import pytest
 
+from batchscale.core.new_batch_sizes import FITTED_BOX, NewBatchSizes
 from batchscale.core.rounds import FittedFrom, SearchRound, read_rounds, wanted_trials
 from batchscale.core.spec import Parameter
 from batchscale.rounds.derivation import DamagedRoundsError
 from batchscale.rounds.planner import plan_stage
 from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.trials import batch_trials
+from batchscale.store.compatibility import check_same_study
 from batchscale.store.layout import StudyStore
 from batchscale.training.trial_lifecycle import finish_trial
 from batchscale.validation import default_spec_dict, parse_spec
@@ -204,3 +206,18 @@ def test_a_fitted_batch_size_wants_its_own_count_in_later_rounds():
     research = next_round(spec, [fitted], edge, 2)
     assert research.reason.startswith("re-search: best trial 3's learning_rate")
     assert len(research.trial_ids) == 3  # the fitted count, not 6
+
+
+def test_the_option_parses_round_trips_and_may_change_between_runs():
+    """Left out: the spec's space. Its count defaults to half the trials (KFP's floats read
+    as integers), it survives the dict that crosses KFP, and turning it on for a grown
+    study is no change of the study (the fingerprint and the compatibility check)."""
+    off = _spec("/tmp/unused", SETTLED, fitted=False)
+    assert not off.new_batch_sizes.fitted and off.new_batch_sizes.fitted_trials(6) == 3
+    on = parse_spec({**off.to_dict(), "new_batch_sizes": {"search": "fitted_box", "trials": 6.0}})
+    assert on.new_batch_sizes.fitted and on.new_batch_sizes.trials == 6
+    assert parse_spec(on.to_dict()) == on and on.fingerprint() == off.fingerprint()
+    check_same_study(off.to_dict(), on, "S")
+    legacy = {k: v for k, v in off.to_dict().items() if k != "new_batch_sizes"}
+    check_same_study(legacy, on, "S")  # registered before the field existed
+    assert NewBatchSizes(FITTED_BOX, 0).fitted_trials(1) == 1
