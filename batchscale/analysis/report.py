@@ -32,6 +32,7 @@ import re
 
 import pandas as pd
 
+from batchscale.analysis.figures.plots_laws import LAWS_FIGURE, metaparameter_laws_plot
 from batchscale.analysis.figures.plots_robustness import robustness_figures
 from batchscale.analysis.figures.report_figures import report_figures, time_figures
 from batchscale.analysis.pages.report_summary import kfp_metrics, plain, summary_json
@@ -44,6 +45,7 @@ from batchscale.analysis.reading.study_files import damaged_trials
 from batchscale.analysis.reading.study_reader import Study, load_study
 from batchscale.analysis.statistics.censoring_notes import approximate_fit_note, censoring_notes
 from batchscale.analysis.statistics.goal_steps import GOAL_STEPS_FILE, goal_steps_table
+from batchscale.analysis.statistics.metaparameter_law_fits import LAWS_CAPTION, metaparameter_laws
 from batchscale.analysis.statistics.metaparameters import edge_warnings, optimal_metaparameters, trial_counts
 from batchscale.analysis.statistics.regimes import fit_regimes
 from batchscale.analysis.statistics.robustness import ROBUSTNESS_FILE, all_robustness
@@ -114,6 +116,9 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
     robust = all_robustness(study, robustness_k)
     figures.update(robustness_figures(robust[robust["goal"] == primary.label],
                                       f"{study.name}: {primary.label}"))
+    laws = metaparameter_laws(study, trials, crossed[primary.label], val[primary.label])
+    figures[LAWS_FIGURE] = (metaparameter_laws_plot(laws, f"{study.name}: {primary.label}"),
+                            LAWS_CAPTION)
     return Analysis(study=study, steps=steps, fits=fits, optimal=optimal, warnings=warnings,
                     counts=counts, budgets=budgets, trials=trials, notes=notes, figures=figures,
                     goal_steps=goal_steps_table(study), unfinished=_unfinished(study),
@@ -122,7 +127,7 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
                     round_notes=trial_cap_notes(study), cost=training_cost(study),
                     time_cost=time_cost, predicted_noise_scale=predicted_noise_scale(
                         read_study_plan(study), fits[primary.label]),
-                    robustness=robust, robustness_k=robustness_k)
+                    robustness=robust, robustness_k=robustness_k, laws=laws)
 
 
 def _unfinished(study: Study) -> list[UnfinishedTrial]:

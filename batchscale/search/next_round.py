@@ -99,7 +99,7 @@ def recentred(p: Parameter, value) -> Parameter | None:
     if p.values is not None or value is None or p.min is None or p.max is None:
         return None
     scale = SCALE_NAMES[p.scale]
-    low, high = _limits(p)
+    low, high = parameter_limits(p)
     half = to_scale(p.max, scale) - to_scale(p.min, scale)
     centre = to_scale(min(max(float(value), low), high), scale)
     lo = max(from_scale(centre - half, scale), low)
@@ -132,7 +132,10 @@ def _moved_at_edges(space, hull: dict, best: dict,
     return moved, "; ".join(why)
 
 
-def _limits(p: Parameter) -> tuple[float, float]:
+def parameter_limits(p: Parameter) -> tuple[float, float]:
+    """The lowest and highest value a range of ``p`` may reach: its bounds
+    (core.spec.PARAMETER_BOUNDS), above 0 on a log scale, below 1 by OPEN_END where 1 is
+    an open end (also the fitted box's limits, search.metaparameter_laws)."""
     low, high, _ = PARAMETER_BOUNDS.get(p.name, (-math.inf, math.inf, ""))
     if p.scale == "log":
         low = max(low, math.ulp(0.0))  # a log scale stays above 0

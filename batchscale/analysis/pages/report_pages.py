@@ -11,6 +11,7 @@ import pandas as pd
 
 from batchscale.analysis.pages import html as h
 from batchscale.analysis.pages.answer_box import answer_section
+from batchscale.analysis.pages.law_pages import laws_section
 from batchscale.analysis.pages.pack_mode_page import pack_mode_section
 from batchscale.analysis.pages.protocol_pages import early_stopping_section, rounds_section
 from batchscale.analysis.pages.report_sections import (
@@ -41,7 +42,8 @@ def report_sections(analysis: Analysis) -> list[Section]:
              search_space_section(analysis), time_section(analysis),
              pack_mode_section(analysis), figures_section(analysis),
              *steps_sections(analysis), robustness_section(analysis), counts_section(analysis),
-             rounds_section(analysis), metaparameters_section(analysis), budgets_section(analysis),
+             rounds_section(analysis), metaparameters_section(analysis), laws_section(analysis),
+             budgets_section(analysis),
              trials_section(analysis), methods_section(analysis)]
     return [s for s in found if s is not None]
 

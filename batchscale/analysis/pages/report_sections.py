@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from batchscale.analysis.figures.plots_laws import LAWS_FIGURE
 from batchscale.analysis.figures.plots_robustness import ROBUSTNESS_FIGURE
 from batchscale.analysis.figures.report_figures import TIME_FIGURES
 from batchscale.analysis.pages.protocol_pages import protocol_methods
@@ -201,7 +202,7 @@ def search_space_section(analysis: Analysis) -> Section | None:
 
 def _figures(analysis: Analysis) -> Figures:
     return Figures([(name, image, caption) for name, (image, caption) in analysis.figures.items()
-                    if name not in (*TIME_FIGURES, ROBUSTNESS_FIGURE)])
+                    if name not in (*TIME_FIGURES, ROBUSTNESS_FIGURE, LAWS_FIGURE)])
 
 
 def figures_section(analysis: Analysis) -> Section:

@@ -45,6 +45,7 @@ def summary_json(analysis: Analysis) -> dict:
         "predicted_noise_scale": analysis.predicted_noise_scale,
         "answer": analysis.answer.to_dict(),
         "robustness_k": analysis.robustness_k, "robustness": records(analysis.robustness),
+        "metaparameter_laws": plain(analysis.laws.to_dict()) if analysis.laws else None,
     }
 
 

@@ -15,6 +15,7 @@ from batchscale.analysis.reading.completeness import UnfinishedTrial
 from batchscale.analysis.reading.study_files import Damage
 from batchscale.analysis.reading.study_reader import Study
 from batchscale.analysis.statistics.answer import Answer, answer
+from batchscale.analysis.statistics.metaparameter_law_fits import MetaparameterLaws
 from batchscale.analysis.statistics.regimes import RegimeFit
 from batchscale.analysis.statistics.search_rounds import batch_rounds, planned_ids
 from batchscale.analysis.statistics.time_to_result import TimeCost
@@ -49,7 +50,9 @@ class Analysis:
     ``predicted_noise_scale``: plan.json's B_simple beside the fitted B* (None: no plan).
     ``robustness``: per goal (validation) and batch size, the k-th best trial's steps to
     result for k = 1 .. ``robustness_k`` and the share of trials that reached the goal
-    (``robustness.all_robustness``; empty: not computed).
+    (``robustness.all_robustness``; empty: not computed). ``laws``: the best
+    metaparameters against batch size, fitted, and the search boxes they propose
+    (``metaparameter_law_fits``; None: not computed).
     """
 
     study: Study
@@ -73,6 +76,7 @@ class Analysis:
     predicted_noise_scale: dict | None = None
     robustness: pd.DataFrame = field(default_factory=pd.DataFrame)
     robustness_k: int = 3
+    laws: MetaparameterLaws | None = None
 
     @property
     def damaged(self) -> list[Damage]:
