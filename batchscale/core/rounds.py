@@ -54,32 +54,49 @@ class PlannedWith:
 
 
 @dataclass(frozen=True)
+class FittedSource:
+    """One point of a fitted box's laws: a settled batch size's best trial and the trials
+    nearly as good as it (``near_best``, whose spread says how flat its optimum is)."""
+
+    batch_size: int
+    trial_id: int
+    near_best: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"batch_size": self.batch_size, "trial_id": self.trial_id,
+                "near_best": list(self.near_best)}
+
+    @classmethod
+    def from_dict(cls, raw) -> FittedSource:
+        return cls(_count(raw["batch_size"]), _count(raw["trial_id"]),
+                   tuple(_count(i) for i in raw.get("near_best") or ()))
+
+
+@dataclass(frozen=True)
 class FittedFrom:
     """What a fitted round 1 (``core.new_batch_sizes``: a batch size added to a grown study,
-    searching the box the metaparameter laws propose) was fitted from: ``sources``, the
-    (batch size, trial id) of each finished batch size's best trial whose parameters the
-    laws used, and ``trials``, how many trials the round was planned with (the
-    non-divergent trials its batch size wants). ``batchscale.rounds.fitted_round``
-    recomputes the box from these trials' parameters."""
+    searching the box the metaparameter laws propose) was fitted from: ``sources``, one
+    per settled batch size, whose trials' parameters the laws used, and ``trials``, how
+    many trials the round was planned with (the non-divergent trials its batch size
+    wants). ``batchscale.rounds.fitted_round`` recomputes the box from those parameters."""
 
-    sources: tuple[tuple[int, int], ...]
+    sources: tuple[FittedSource, ...]
     trials: int
 
     def to_dict(self) -> dict:
-        return {"sources": [{"batch_size": b, "trial_id": t} for b, t in self.sources],
-                "trials": self.trials}
+        return {"sources": [s.to_dict() for s in self.sources], "trials": self.trials}
 
     @classmethod
     def from_dict(cls, raw) -> FittedFrom:
-        """ValueError (or KeyError, TypeError) for a record that is not one."""
-        sources = tuple((_count(s["batch_size"]), _count(s["trial_id"])) for s in raw["sources"])
+        """ValueError (or KeyError, TypeError, AttributeError) for a record that is not one."""
+        sources = tuple(FittedSource.from_dict(s) for s in raw["sources"])
         if not sources:
             raise ValueError("fitted_from has no sources")
         return cls(sources, _count(raw["trials"]))
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
-        return tuple(b for b, _ in self.sources)
+        return tuple(s.batch_size for s in self.sources)
 
 
 @dataclass(frozen=True)

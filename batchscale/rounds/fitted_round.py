@@ -7,14 +7,17 @@ none of whose trials has started, in a study where at least three other batch si
 trial. A batch size is settled when every trial its rounds hold has finished under
 today's budget, the round planner would add no round to it (``search.next_round``, or
 its rounds are used up) and a trial reached the study's first goal; its best trial is
-``next_round.best_trial``'s (fewest steps to that goal), the trial a re-search centres on.
+``next_round.best_trial``'s (fewest steps to that goal), the trial a re-search centres on,
+and its near-best trials those within ``metaparameter_laws.NEAR_BEST`` of its steps: the
+points the report's laws are fitted to too (``analysis.statistics.metaparameter_law_fits``),
+each with the searched parameters only, so the box is the one the report would propose.
 
-The round records its sources, (batch size, trial id) of each best trial, and its count
-(``core.rounds.FittedFrom``), so ``rounds.derivation`` recomputes it: the same sources'
-parameters (each trial's parameters from its batch size's recorded rounds) give the same
-box, and the count it was planned with stands while it is at most
-``trials_per_batch_size``. Which trials were best is not asked again: a later round of a
-source batch size may find a better trial, and the box was fitted before it.
+The round records its sources, per settled batch size the best and near-best trial ids
+(``core.rounds.FittedSource``), and its count (``core.rounds.FittedFrom``), so
+``rounds.derivation`` recomputes it: the same trials' parameters (from their batch sizes'
+recorded rounds) give the same box, and the count it was planned with stands while it is
+at most ``trials_per_batch_size``. Which trials were best is not asked again: a later
+round of a source batch size may find a better trial, and the box was fitted before it.
 
 Fewer than three settled batch sizes (or a law that cannot be fitted): the batch size
 searches the spec's ``search_space`` as always, and one log line says why.
@@ -24,10 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from batchscale.core.rounds import FittedFrom, SearchRound
+from batchscale.core.rounds import FittedFrom, FittedSource, SearchRound
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
-from batchscale.search.metaparameter_laws import proposed_box
+from batchscale.search.metaparameter_laws import NEAR_BEST, proposed_box
 from batchscale.search.next_round import TrialResult, best_trial, next_round
 from batchscale.search.trials import batch_trials
 from batchscale.store.layout import StudyStore
@@ -42,7 +45,7 @@ def plan_fitted_round(spec: StudySpec, store: StudyStore, batch_size: int, resul
     or None: the spec does not ask for one, or the laws cannot be fitted (logged)."""
     if not spec.new_batch_sizes.fitted:
         return None
-    sources = settled_best(spec, store, batch_size, results)
+    sources = settled_sources(spec, store, batch_size, results)
     count = spec.new_batch_sizes.fitted_trials(spec.trials_per_batch_size)
     try:
         return fitted_round(spec, store, batch_size, FittedFrom(tuple(sources), count))
@@ -69,31 +72,35 @@ def fitted_round(spec: StudySpec, store: StudyStore, batch_size: int,
                  fitted: FittedFrom) -> SearchRound:
     """Round 1 of ``batch_size``: ``fitted.trials`` trials in the box fitted to the
     parameters of ``fitted.sources`` (one ValueError line where it cannot be)."""
-    points = [(b, parameters) for b, parameters in source_parameters(spec, store, batch_size,
-                                                                      fitted.sources)]
+    points = [law_point(spec, store, batch_size, source) for source in fitted.sources]
     box, reason = proposed_box(points, batch_size, spec.search_space)
     return SearchRound(1, 1, fitted.trials, tuple(box), reason, None, fitted)
 
 
-def source_parameters(spec: StudySpec, store: StudyStore, batch_size: int,
-                      sources: tuple[tuple[int, int], ...]) -> list[tuple[int, dict]]:
-    """(batch size, parameters) of each source trial, from its batch size's recorded
-    rounds (``search.trials``: the parameters the trial trained with)."""
-    out = []
-    for b, trial_id in sources:
-        if b == batch_size or b not in spec.batch_sizes:
-            raise ValueError(f"source batch size {b} is not another batch size of the study")
-        rounds = store.read_rounds(spec, b)
-        if not any(trial_id in r.trial_ids for r in rounds):
-            raise ValueError(f"source trial {b}/{trial_id} is not one of the trials batch size "
-                             f"{b}'s search rounds hold")
-        out.append((b, batch_trials(spec, b, rounds, [trial_id])[0].parameters))
-    return out
+def law_point(spec: StudySpec, store: StudyStore, batch_size: int,
+              source: FittedSource) -> tuple[int, dict, list[dict]]:
+    """(batch size, best trial's parameters, near-best trials' parameters) of ``source``,
+    the searched parameters only, each trial's from its batch size's recorded rounds
+    (``search.trials``: the parameters the trial trained with)."""
+    b = source.batch_size
+    if b == batch_size or b not in spec.batch_sizes:
+        raise ValueError(f"source batch size {b} is not another batch size of the study")
+    rounds = store.read_rounds(spec, b)
+    held = {i for r in rounds for i in r.trial_ids}
+    ids = [source.trial_id, *source.near_best]
+    if not set(ids) <= held:
+        missing = min(set(ids) - held)
+        raise ValueError(f"source trial {b}/{missing} is not one of the trials batch size {b}'s "
+                         f"search rounds hold")
+    searched = [p.name for p in spec.search_space if p.values is None]  # the laws' kind
+    best, *near = ({n: t.parameters[n] for n in searched if n in t.parameters}
+                   for t in batch_trials(spec, b, rounds, ids))
+    return b, best, near
 
 
-def settled_best(spec: StudySpec, store: StudyStore, batch_size: int,
-                 results: Results) -> list[tuple[int, int]]:
-    """(batch size, best trial id) of each settled batch size other than ``batch_size``
+def settled_sources(spec: StudySpec, store: StudyStore, batch_size: int,
+                    results: Results) -> list[FittedSource]:
+    """The best and near-best trials of each settled batch size other than ``batch_size``
     (module docstring), smallest batch size first."""
     out = []
     for b in spec.batch_sizes:
@@ -111,7 +118,9 @@ def settled_best(spec: StudySpec, store: StudyStore, batch_size: int,
         if rounds[-1].round < spec.max_rounds and next_round(spec, rounds, found,
                                                              rounds[-1].round + 1) is not None:
             continue  # its search goes on: its best may still move
-        out.append((b, best.trial_id))
+        near = tuple(r.trial_id for r in found if r is not best and not r.diverged
+                     and r.goal_step is not None and r.goal_step <= best.goal_step * (1 + NEAR_BEST))
+        out.append(FittedSource(b, best.trial_id, near))
     return out
 
 

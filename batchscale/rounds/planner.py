@@ -4,15 +4,16 @@ A study runs in stages, 1..``spec.max_rounds`` (sequential stages of the pipelin
 ``run --local`` runs the same DAG). Stage r:
 
 1. (stage 1) registers the study in the store: study_spec.json and each batch size's
-   study.json, whose ``search_rounds`` keep the rounds already planned; a batch size none
-   of whose trials has started may start from the box the metaparameter laws fit to the
-   study's settled batch sizes, where the spec asks (``rounds.fitted_round``);
-2. per batch size, packs every recorded trial that is not finished (new, interrupted, or
+   study.json, whose ``search_rounds`` keep the rounds already planned;
+2. per batch size none of whose trials has started, where the spec asks for it
+   (``new_batch_sizes``), records a round 1 in the box the metaparameter laws fit to the
+   study's settled batch sizes instead of the spec's (``rounds.fitted_round``);
+3. per batch size, packs every recorded trial that is not finished (new, interrupted, or
    stopped at a budget the study has since raised);
-3. per batch size whose recorded trials are all finished and whose last round is older
+4. per batch size whose recorded trials are all finished and whose last round is older
    than r, asks ``search.next_round`` whether round r adds trials (top-up, re-search),
    records it in study.json, and packs its trials;
-4. re-packs the trials of small batch sizes into mixed packs where the study's profile
+5. re-packs the trials of small batch sizes into mixed packs where the study's profile
    measured that sharing one padded step pays (``rounds.mixing``; no measurement, no
    mixed pack).
 

@@ -48,6 +48,9 @@ from batchscale.search.next_round import SCALE_NAMES, parameter_limits
 
 LEVEL = 0.9  # the intervals' and the box's default level
 MIN_BATCH_SIZES = 3
+# A trial that reached the goal within this share of the best trial's steps is near-best:
+# the points' third element, for the report's laws and a grown study's fitted box alike.
+NEAR_BEST = 0.10
 SIMPLER_WITHIN = 1.1  # fewer parameters win within 10% of the best leave-one-out error
 MIN_WIDTH_SHARE = 0.25  # a box is at least this share of the original range's width
 LEARNING_RATES = ("learning_rate", "effective_learning_rate")

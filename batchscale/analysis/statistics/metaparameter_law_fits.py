@@ -23,13 +23,13 @@ from batchscale.search.metaparameter_laws import (
     EFFECTIVE,
     LEVEL,
     MIN_BATCH_SIZES,
+    NEAR_BEST,
     LawFit,
     best_law,
     fit_laws,
     proposed_box,
 )
 
-NEAR_BEST = 0.10  # trials within 10% of the best trial's steps to result count as near-best
 LAWS_CAPTION = (
     "The best trial's metaparameters against batch size (log2 x, log y; bars: the trials within "
     f"{NEAR_BEST:.0%} of its steps), every law fitted (thin) and the chosen one (thick) with its "

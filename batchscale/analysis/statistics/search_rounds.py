@@ -21,7 +21,7 @@ import pandas as pd
 from batchscale.analysis.reading.completeness import id_ranges
 from batchscale.analysis.statistics.metaparameters import fmt_value
 from batchscale.core.edges import edge_margin, hull_configs, search_edge
-from batchscale.core.rounds import FITTED_KEY, FittedFrom
+from batchscale.core.rounds import FITTED_KEY, FittedFrom, FittedSource
 
 INITIAL = "initial search"
 ROUND_COLUMNS = ["batch_size", "round", "trial_ids", "trials", "finished", "non_divergent",
@@ -56,12 +56,12 @@ def batch_rounds(study_json: dict, trial_ids, wanted: int | None = None) -> list
     return sorted(rounds, key=lambda r: r["round"])
 
 
-def fitted_sources(raw) -> list[tuple[int, int]]:
-    """(batch size, trial id) of each source a fitted round 1 records (``core.rounds.
-    FittedFrom``); empty for any other round or a record that is not one."""
+def fitted_sources(raw) -> list[FittedSource]:
+    """The sources a fitted round 1 records (``core.rounds.FittedFrom``: each settled batch
+    size's best and near-best trials); empty for any other round or a record that is not one."""
     try:
         return list(FittedFrom.from_dict(raw).sources) if raw is not None else []
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         return []
 
 
@@ -163,12 +163,13 @@ def rounds_table(study, crossed: pd.DataFrame) -> pd.DataFrame:
 
 def fitted_note(batch_size: int, first: dict, per_batch_size: int) -> str:
     """What a batch size that started from a fitted box searched, and what it wants."""
-    sources = ", ".join(f"{b}/{t}" for b, t in first["fitted_from"])
+    sources = ", ".join(f"{s.batch_size}/{s.trial_id}" for s in first["fitted_from"])
+    near = sum(len(s.near_best) for s in first["fitted_from"])
     count = first["last"] - first["first"] + 1
     return (f"batch size {batch_size} started from a fitted box: round 1's {count} trials "
             f"searched the box the metaparameter laws fit to the best trials {sources} "
-            f"(batch size/trial), and it wants {count} non-divergent trials where the others "
-            f"want {per_batch_size}")
+            f"(batch size/trial; and {near} near-best), and it wants {count} non-divergent "
+            f"trials where the others want {per_batch_size}")
 
 
 def trial_cap_notes(study) -> list[str]:
