@@ -15,6 +15,8 @@ import math
 
 import pytest
 
+from batchscale.analysis.reading.study_reader import load_study
+from batchscale.analysis.statistics.search_rounds import batch_rounds, trial_cap_notes
 from batchscale.core.new_batch_sizes import FITTED_BOX, NewBatchSizes
 from batchscale.core.rounds import FittedFrom, FittedSource, SearchRound, read_rounds, wanted_trials
 from batchscale.core.spec import Parameter
@@ -228,3 +230,19 @@ def test_the_option_parses_round_trips_and_may_change_between_runs():
     legacy = {k: v for k, v in off.to_dict().items() if k != "new_batch_sizes"}
     check_same_study(legacy, on, "S")  # registered before the field existed
     assert NewBatchSizes(FITTED_BOX, 0).fitted_trials(1) == 1
+
+
+def test_the_report_names_the_fitted_batch_size_and_counts_to_its_own_trials(tmp_path):
+    spec, store = _grown(str(tmp_path))
+    plan_stage(spec, store, 1, 8, log=lambda *_: None)
+    for trial in batch_trials(spec, NEW, store.read_rounds(spec, NEW)):
+        _finish(store, spec, trial, diverged=trial.trial_id == 1)
+    study = load_study(f"{tmp_path}/{spec.name}")
+    notes = [n for n in trial_cap_notes(study) if n.startswith(f"batch size {NEW}")]
+    assert notes[0].startswith(f"batch size {NEW} started from a fitted box: round 1's 3 trials "
+                               "searched the box the metaparameter laws fit to the best trials 8/")
+    assert notes[0].endswith("and it wants 3 non-divergent trials where the others want 6")
+    assert notes[1] == (f"batch size {NEW}: 2 of 3 non-divergent: the round limit (1) was reached "
+                        "(3 of at most 24 trials)")
+    fitted = batch_rounds(study.study_json[NEW], [], 6)
+    assert [(r["first"], r["last"]) for r in fitted] == [(1, 3)]  # not grown to 6
