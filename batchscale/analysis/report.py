@@ -116,7 +116,7 @@ def analyse(study: Study, step_budgets=None, example_budgets=None, resamples: in
     robust = all_robustness(study, robustness_k)
     figures.update(robustness_figures(robust[robust["goal"] == primary.label],
                                       f"{study.name}: {primary.label}"))
-    laws = metaparameter_laws(study, trials, crossed[primary.label], val[primary.label])
+    laws = metaparameter_laws(study, trials, crossed[primary.label], val[primary.label], warnings)
     figures[LAWS_FIGURE] = (metaparameter_laws_plot(laws, f"{study.name}: {primary.label}"),
                             LAWS_CAPTION)
     return Analysis(study=study, steps=steps, fits=fits, optimal=optimal, warnings=warnings,

@@ -21,6 +21,7 @@ it on a log scale, and an error of a factor 2 should weigh the same at 1e-3 as a
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -78,6 +79,7 @@ def leave_one_out(form: str, x: np.ndarray, y: np.ndarray) -> float:
     return float(math.sqrt(np.mean(np.square(errors))))
 
 
+@functools.lru_cache(maxsize=256)
 def t_quantile(level: float, dof: float) -> float:
     """The two-sided ``level`` quantile of Student's t with ``dof`` degrees of freedom
     (t such that P(|T| <= t) = level), by bisection on the CDF written in θ = atan(t/√ν),
@@ -109,25 +111,33 @@ def _sse(form: str, theta, x, y) -> float:
 
 
 def _fit_saturating(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Grid over s = log B_s, then golden-section refinement around the grid's best; a is
-    the mean residual for each s. A B_s at the grid's end means the data look linear (B_s
-    large) or flat (B_s small): the fit is then one of those forms in disguise, and its
-    covariance (near-singular) says so with a wide interval."""
+    """Grid over s = log B_s, then golden-section refinement between the grid's best
+    point's neighbours; a is the mean residual for each s. A B_s at the grid's end means
+    the data look linear (B_s large) or flat (B_s small): the fit is then one of those
+    forms in disguise, and its covariance (near-singular) says so with a wide interval."""
 
-    def cost(s: float) -> tuple[float, float]:
-        a = float(np.mean(y - x + np.logaddexp(x, s)))
-        return _sse("saturating", (a, s), x, y), a
+    def cost(s):  # s: one value or a column of values; returns (sse, a) alike
+        shape = x - np.logaddexp.outer(np.atleast_1d(s), x)  # y − a for each s, less a
+        a = np.mean(y - shape, axis=1)
+        return np.sum(np.square(shape + a[:, None] - y), axis=1), a
 
     grid = np.linspace(x.min() - _SPAN, x.max() + _SPAN, _GRID)
-    costs = [cost(s)[0] for s in grid]
-    i = int(np.argmin(costs))
+    i = int(np.argmin(cost(grid)[0]))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, _GRID - 1)]
     ratio = (math.sqrt(5) - 1) / 2
-    for _ in range(60):
-        c, d = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-        lo, hi = (lo, d) if cost(c)[0] <= cost(d)[0] else (c, hi)
+    c, d = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fc, fd = cost([c, d])[0]
+    for _ in range(40):  # the bracket shrinks by 0.618 a step: 1e-8 of it after 40
+        if fc <= fd:
+            hi, d, fd = d, c, fc
+            c = hi - ratio * (hi - lo)
+            fc = cost(c)[0][0]
+        else:
+            lo, c, fc = c, d, fd
+            d = lo + ratio * (hi - lo)
+            fd = cost(d)[0][0]
     s = (lo + hi) / 2
     sse, a = cost(s)
-    theta = np.array([a, s])
+    theta = np.array([float(a[0]), s])
     jacobian = np.array([gradient("saturating", theta, xi) for xi in x])
-    return theta, np.linalg.pinv(jacobian.T @ jacobian), sse
+    return theta, np.linalg.pinv(jacobian.T @ jacobian), float(sse[0])

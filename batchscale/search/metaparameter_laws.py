@@ -5,7 +5,8 @@ A finished sweep tunes every batch size anew; its winners trace how the best lea
 Section 4.7). ``fit_laws`` fits the common forms to them (``law_forms``: constant, linear,
 square root, free power, saturating; momentum-like parameters constant and power),
 ``best_law`` picks one per parameter, and ``proposed_box`` turns the picks into the search
-space of a batch size not yet measured.
+space of a batch size not yet measured. The points and what a value must be to take part
+are ``law_points``'s (``points_from_results``: from the round planner's trials).
 
 Decisions (docs/methods.md, "Metaparameter laws"):
 
@@ -41,23 +42,31 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from batchscale.core.edges import from_scale, to_scale
-from batchscale.core.names import effective_learning_rate
 from batchscale.core.spec import Parameter
 from batchscale.search import law_forms
+from batchscale.search.law_points import (  # noqa: F401  (MIN_BATCH_SIZES, NEAR_BEST, points_from_results: the API)
+    EFFECTIVE,
+    MIN_BATCH_SIZES,
+    MOMENTUM_LIKE,
+    NEAR_BEST,
+    has_momentum,
+    near_best_variance,
+    number_of,
+    ok,
+    points_from_results,
+    usable,
+    validated,
+    varies,
+    y_of,
+)
 from batchscale.search.next_round import SCALE_NAMES, parameter_limits
 
 LEVEL = 0.9  # the intervals' and the box's default level
-MIN_BATCH_SIZES = 3
-# A trial that reached the goal within this share of the best trial's steps is near-best:
-# the points' third element, for the report's laws and a grown study's fitted box alike.
-NEAR_BEST = 0.10
 SIMPLER_WITHIN = 1.1  # fewer parameters win within 10% of the best leave-one-out error
 MIN_WIDTH_SHARE = 0.25  # a box is at least this share of the original range's width
 LEARNING_RATES = ("learning_rate", "effective_learning_rate")
-MOMENTUM_LIKE = ("momentum", "beta_1", "beta_2")
 LEARNING_RATE_FORMS = ("constant", "linear", "sqrt", "power", "saturating")
 OTHER_FORMS = ("constant", "power")
-EFFECTIVE = "effective_learning_rate"
 
 
 @dataclass(frozen=True)
@@ -154,21 +163,21 @@ def fit_laws(points: list[tuple], parameters: tuple[str, ...] | None = None) -> 
     point); None: every numeric parameter all points carry, usable (log defined) and not
     the same everywhere. Where the points carry a non-zero momentum, the effective
     learning rate η/(1−γ) is fitted too (key ``effective_learning_rate``)."""
-    table = _points(points)
+    table = validated(points)
     if parameters is None:
-        names = [n for n in table[0][1] if _usable(table, n) and _varies(table, n)]
+        names = [n for n in table[0][1] if usable(table, n) and varies(table, n)]
     else:
         names = list(parameters)
-    if "learning_rate" in names and EFFECTIVE not in names and _has_momentum(table):
+    if "learning_rate" in names and EFFECTIVE not in names and has_momentum(table):
         names.append(EFFECTIVE)
     x = np.log([b for b, _, _ in table])
     out: dict[str, list[LawFit]] = {}
     for name in names:
-        if not _usable(table, name):
+        if not usable(table, name):
             raise ValueError(f"parameter {name!r} lacks a usable value at some batch size "
                              f"(needs a number{' below 1' if name in MOMENTUM_LIKE else ' > 0'})")
-        y = np.array([_y(name, _value(p, name)) for _, p, _ in table])
-        floor = _near_best_variance(table, name)
+        y = np.array([y_of(name, number_of(p, name)) for _, p, _ in table])
+        floor = near_best_variance(table, name)
         forms = LEARNING_RATE_FORMS if name in LEARNING_RATES else OTHER_FORMS
         out[name] = [_fit(name, form, x, y, floor, table) for form in forms
                      if len(x) > law_forms.FORM_PARAMETERS[form]]
@@ -212,9 +221,9 @@ def proposed_box(points: list[tuple], batch_size: int,
     limits (``next_round.parameter_limits``); the others keep their range. A learning
     rate with a momentum: centred at the effective rate's prediction times (1 − the
     predicted momentum). Returns (space, one-line reason)."""
-    table = _points(points)
-    names = tuple(p.name for p in space if p.values is None and _usable(table, p.name)
-                  and (_varies(table, p.name) or p.name == "learning_rate"))
+    table = validated(points)
+    names = tuple(p.name for p in space if p.values is None and usable(table, p.name)
+                  and (varies(table, p.name) or p.name == "learning_rate"))
     chosen = {n: best_law(f) for n, f in fit_laws(points, names).items() if f}
     momentum = _momentum_at(table, chosen, batch_size)
     boxed, used = [], []
@@ -262,7 +271,7 @@ def _momentum_at(table, chosen: dict, batch_size: int) -> float:
     points' median (a fixed momentum)."""
     if "momentum" in chosen:
         return chosen["momentum"].predict(batch_size)
-    values = [_value(p, "momentum") for _, p, _ in table]
+    values = [number_of(p, "momentum") for _, p, _ in table]
     values = [v for v in values if v is not None and v < 1]
     return float(np.median(values)) if values else 0.0
 
@@ -281,71 +290,6 @@ def _fit(name, form, x, y, floor, table) -> LawFit:
                   law_forms.leave_one_out(form, x, y), tuple(b for b, _, _ in table),
                   "log1m" if name in MOMENTUM_LIKE else "log",
                   "near-best spread" if floor > residual else "residuals")
-
-
-def _points(points) -> list[tuple[int, dict, list]]:
-    """(batch size, best, near-best) sorted by batch size; one-line ValueErrors."""
-    table = []
-    for point in points or []:
-        if not isinstance(point, (tuple, list)) or len(point) not in (2, 3):
-            raise ValueError(f"point {point!r} is not (batch_size, parameters[, near_best])")
-        batch, best = point[0], point[1]
-        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-            raise ValueError(f"batch size {batch!r} is not an integer >= 1")
-        if not isinstance(best, dict):
-            raise ValueError(f"batch size {batch}: parameters {best!r} are not a dict")
-        table.append((int(batch), best, list(point[2]) if len(point) == 3 else []))
-    table.sort(key=lambda row: row[0])
-    sizes = [b for b, _, _ in table]
-    if len(set(sizes)) != len(sizes):
-        raise ValueError(f"batch sizes {sizes} repeat: give one point per batch size")
-    if len(sizes) < MIN_BATCH_SIZES:
-        raise ValueError(f"a law needs at least {MIN_BATCH_SIZES} measured batch sizes with a "
-                         f"best trial; got {len(sizes)}")
-    return table
-
-
-def _value(params: dict, name: str) -> float | None:
-    if name == EFFECTIVE and name not in params:
-        lr, momentum = _value(params, "learning_rate"), _value(params, "momentum")
-        return None if lr is None else float(effective_learning_rate(lr, momentum or 0.0))
-    value = params.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _y(name: str, value: float) -> float:
-    return math.log1p(-value) if name in MOMENTUM_LIKE else math.log(value)
-
-
-def _ok(name: str, value: float | None) -> bool:
-    if value is None:
-        return False
-    return value < 1 if name in MOMENTUM_LIKE else value > 0
-
-
-def _usable(table, name: str) -> bool:
-    return all(_ok(name, _value(p, name)) for _, p, _ in table)
-
-
-def _varies(table, name: str) -> bool:
-    return len({_value(p, name) for _, p, _ in table}) > 1
-
-
-def _has_momentum(table) -> bool:
-    values = [_value(p, "momentum") for _, p, _ in table]
-    return all(v is not None and v < 1 for v in values) and any(v for v in values)
-
-
-def _near_best_variance(table, name: str) -> float:
-    """Mean over points of the variance (log units) of the best and near-best values."""
-    spreads = []
-    for _, best, near in table:
-        ys = [_y(name, v) for v in (_value(q, name) for q in [best, *near]) if _ok(name, v)]
-        if len(ys) >= 2:
-            spreads.append(float(np.var(ys, ddof=1)))
-    return float(np.mean(spreads)) if spreads else 0.0
 
 
 def _exp(value: float) -> float:

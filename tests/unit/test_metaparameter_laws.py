@@ -15,8 +15,10 @@ from batchscale.search.metaparameter_laws import (
     MIN_WIDTH_SHARE,
     best_law,
     fit_laws,
+    points_from_results,
     proposed_box,
 )
+from batchscale.search.next_round import TrialResult
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 SPACE = (Parameter("learning_rate", "log", 1e-3, 10.0),
@@ -129,6 +131,17 @@ def test_box_with_momentum_sits_on_the_predicted_ridge():
     lr = box[0]
     assert math.sqrt(lr.min * lr.max) == pytest.approx(eff * (1 - momentum), rel=1e-6)
     assert "learning_rate from effective_learning_rate" in reason
+
+
+def test_points_from_the_planners_results_take_its_best_and_the_near_best():
+    def result(trial_id, step, lr, diverged=False):
+        return TrialResult(trial_id, {"learning_rate": lr}, diverged, step, None)
+    results = {16: [result(1, 100, 0.1), result(2, 105, 0.2), result(3, 90, 9.0, diverged=True),
+                    result(4, 200, 0.3), result(5, None, 0.4)],
+               8: [result(1, 300, 0.05), result(2, 300, 0.07)], 32: [result(1, None, 0.5)]}
+    assert points_from_results(results) == [
+        (8, {"learning_rate": 0.05}, [{"learning_rate": 0.07}]),
+        (16, {"learning_rate": 0.1}, [{"learning_rate": 0.2}])]
 
 
 def test_refuses_fewer_than_three_batch_sizes_and_bad_points():

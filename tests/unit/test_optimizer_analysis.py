@@ -10,6 +10,7 @@ import math
 import pytest
 
 from batchscale.analysis.pages.report_sections import effective_text, step_columns
+from batchscale.analysis.pages.report_summary import summary_json
 from batchscale.analysis.reading.study_reader import load_study
 from batchscale.analysis.report import analyse
 from batchscale.analysis.statistics.goal_steps import goal_steps_table
@@ -70,6 +71,10 @@ def test_figures_and_methods_name_beta_1_and_eta(study):
     assert "constant effective learning rate" not in captions["lr_momentum.svg"]
     scatter = analysis.figures["lr_momentum.svg"][0].decode()
     assert "η/(1−γ) contours" not in scatter
+    # the metaparameter laws ran (two batch sizes: too few to fit) and summary.json says so
+    assert analysis.laws.reason == "needs 3 batch sizes with a best trial, has 2"
+    assert summary_json(analysis)["metaparameter_laws"]["reason"] == analysis.laws.reason
+    assert "metaparameter_laws.svg" in analysis.figures
     assert effective_text("adamw").startswith("Effective learning rate: η itself, for adamw")
     assert effective_text("momentum").startswith("Effective learning rate: η/(1−γ)")
 

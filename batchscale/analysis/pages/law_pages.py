@@ -83,7 +83,11 @@ def summary_line(laws: MetaparameterLaws) -> str:
 
 def laws_section(analysis: Analysis) -> Section | None:
     """The section (None: not computed)."""
-    laws = analysis.laws
+    return section_of(analysis.laws, analysis.figures.get(LAWS_FIGURE))
+
+
+def section_of(laws: MetaparameterLaws | None, figure: tuple[bytes, str] | None) -> Section | None:
+    """The section of ``laws`` with its ``figure`` (SVG, caption), if drawn."""
     if laws is None:
         return None
     if not laws.fitted:
@@ -92,12 +96,12 @@ def laws_section(analysis: Analysis) -> Section | None:
     blocks = [Paragraph(summary_line(laws)),
               Paragraph(EXPLAINED.format(within=SIMPLER_WITHIN - 1, level=laws.level,
                                          near=NEAR_BEST), note=True),
-              Table(fits_table(laws), leave_out_first=("noise", f"coefficients [{laws.level:.0%}]"))]
+              Table(fits_table(laws), leave_out_first=("noise", f"coefficients [{laws.level:.0%}]")),
+              Notes(laws.notes)]
     if laws.boxes:
         blocks += [Subheading("Proposed search boxes"), Table(boxes_table(laws)),
                    Notes([why for _b, _box, why in laws.boxes]),
                    Paragraph(BOX_RULE.format(level=laws.level, share=MIN_WIDTH_SHARE), note=True)]
-    figure = analysis.figures.get(LAWS_FIGURE)
     if figure is not None:
         blocks.append(Figures([(LAWS_FIGURE, figure[0], figure[1])], media=PAGES))
     return Section("metaparameter-laws", TITLE, blocks)

@@ -44,7 +44,8 @@ class MetaparameterLaws:
     ``points``: one row per batch size (the best trial's values, and the lowest and highest
     value among it and its near-best trials: ``<p>_low``, ``<p>_high``); ``space``: the
     original search box; ``boxes``: (batch size, box, reason) for the next batch size up
-    and down; ``reason``: why there are no laws (empty when there are)."""
+    and down; ``reason``: why there are no laws (empty when there are); ``notes``: points
+    whose best value sits at an edge of its searched range (``edge_notes``)."""
 
     fits: dict[str, list[LawFit]] = field(default_factory=dict)
     chosen: dict[str, LawFit] = field(default_factory=dict)
@@ -53,6 +54,7 @@ class MetaparameterLaws:
     boxes: list[tuple[int, tuple[Parameter, ...], str]] = field(default_factory=list)
     reason: str = ""
     level: float = LEVEL
+    notes: list[str] = field(default_factory=list)
 
     @property
     def fitted(self) -> bool:
@@ -61,7 +63,7 @@ class MetaparameterLaws:
     def to_dict(self) -> dict:
         """summary.json's ``metaparameter_laws``."""
         return {
-            "level": self.level, "near_best": NEAR_BEST, "reason": self.reason,
+            "level": self.level, "near_best": NEAR_BEST, "reason": self.reason, "notes": self.notes,
             "batch_sizes": [int(b) for b in self.points.get("batch_size", [])],
             "goodness": "leave-one-out root mean square error of log values",
             "fits": {name: [f.to_dict(self.level) for f in fits] for name, fits in self.fits.items()},
@@ -113,10 +115,25 @@ def original_space(study) -> tuple[Parameter, ...]:
     return tuple(out)
 
 
+def edge_notes(warnings: list[dict], names: list[str]) -> list[str]:
+    """One note per parameter whose best value sits at an edge of the searched range at
+    some batch sizes (``metaparameters.edge_warnings``' dicts): there the optimum may lie
+    outside, and a law through those points follows the range, not the optimum."""
+    found: dict[str, list[int]] = {}
+    for w in warnings or []:
+        if w.get("parameter") in names:
+            found.setdefault(w["parameter"], []).append(int(w["batch_size"]))
+    return [f"best {name} at an edge of its searched range at batch size "
+            f"{', '.join(str(b) for b in sorted(set(sizes)))}: the optimum there may lie outside, "
+            "so the laws through those points follow the range, not the optimum"
+            for name, sizes in found.items()]
+
+
 def metaparameter_laws(study, trials: pd.DataFrame, crossed: pd.DataFrame,
-                       summary: pd.DataFrame) -> MetaparameterLaws:
+                       summary: pd.DataFrame, warnings: list[dict] = ()) -> MetaparameterLaws:
     """The laws of the first goal's best trials and the boxes they propose (module doc);
-    without ``MIN_BATCH_SIZES`` batch sizes with a best trial, a record that says so."""
+    without ``MIN_BATCH_SIZES`` batch sizes with a best trial, a record that says so.
+    ``warnings``: the report's search-space edge warnings (``edge_notes``)."""
     space = original_space(study)
     names = [p.name for p in space if p.values is None]
     points = law_points(trials, crossed, summary, names)
@@ -134,7 +151,8 @@ def metaparameter_laws(study, trials: pd.DataFrame, crossed: pd.DataFrame,
             box, why = proposed_box(points, b, space)
             boxes.append((b, box, why))
     return MetaparameterLaws(fits, chosen, table, space, boxes,
-                             "" if chosen else "no searched parameter moved with batch size")
+                             "" if chosen else "no searched parameter moved with batch size",
+                             notes=edge_notes(warnings, names))
 
 
 def _with_effective(params: dict) -> dict:
