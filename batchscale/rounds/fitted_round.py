@@ -8,9 +8,10 @@ trial. A batch size is settled when every trial its rounds hold has finished und
 today's budget, the round planner would add no round to it (``search.next_round``, or
 its rounds are used up) and a trial reached the study's first goal; its best trial is
 ``next_round.best_trial``'s (fewest steps to that goal), the trial a re-search centres on,
-and its near-best trials those within ``metaparameter_laws.NEAR_BEST`` of its steps: the
-points the report's laws are fitted to too (``analysis.statistics.metaparameter_law_fits``),
-each with the searched parameters only, so the box is the one the report would propose.
+and its near-best trials those within ``law_points.NEAR_BEST`` of its steps
+(``law_points.best_and_near_best``): the points the report's laws are fitted to too
+(``analysis.statistics.metaparameter_law_fits``), each with the searched parameters only,
+so the box is the one the report would propose.
 
 The round records its sources, per settled batch size the best and near-best trial ids
 (``core.rounds.FittedSource``), and its count (``core.rounds.FittedFrom``), so
@@ -30,8 +31,9 @@ from collections.abc import Callable
 from batchscale.core.rounds import FittedFrom, FittedSource, SearchRound
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
-from batchscale.search.metaparameter_laws import NEAR_BEST, proposed_box
-from batchscale.search.next_round import TrialResult, best_trial, next_round
+from batchscale.search.law_points import best_and_near_best
+from batchscale.search.metaparameter_laws import proposed_box
+from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.trials import batch_trials
 from batchscale.store.layout import StudyStore
 
@@ -112,15 +114,14 @@ def settled_sources(spec: StudySpec, store: StudyStore, batch_size: int,
         if metadata is None:
             continue
         found = results(spec, store, trials, metadata, spec.max_steps[b])
-        best = best_trial(found) if found is not None else None
-        if best is None:
+        point = best_and_near_best(found) if found is not None else None
+        if point is None:
             continue
         if rounds[-1].round < spec.max_rounds and next_round(spec, rounds, found,
                                                              rounds[-1].round + 1) is not None:
             continue  # its search goes on: its best may still move
-        near = tuple(r.trial_id for r in found if r is not best and not r.diverged
-                     and r.goal_step is not None and r.goal_step <= best.goal_step * (1 + NEAR_BEST))
-        out.append(FittedSource(b, best.trial_id, near))
+        best, near = point
+        out.append(FittedSource(b, best.trial_id, tuple(r.trial_id for r in near)))
     return out
 
 
