@@ -233,7 +233,7 @@ def _compare(derived: SearchRound, record: SearchRound) -> list[str]:
         names = sorted({p.name for p in record.space} ^ {p.name for p in derived.space}
                        | {p.name for p in record.space if p not in derived.space})
         out.append(f"{name}: search_space ({', '.join(names) or 'order'}) is not the "
-                   f"{'spec' if derived.round == 1 else 'derived'}'s "
+                   f"{'spec' if derived.round == 1 and derived.fitted_from is None else 'derived'}'s "
                    f"({json.dumps(derived.to_dict()['search_space'], sort_keys=True)})")
     if record.reason != derived.reason:
         out.append(f"{name}: reason {record.reason!r} where the derivation gives {derived.reason!r}")

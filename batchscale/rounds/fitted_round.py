@@ -16,8 +16,9 @@ so the box is the one the report would propose.
 The round records its sources, per settled batch size the best and near-best trial ids
 (``core.rounds.FittedSource``), and its count (``core.rounds.FittedFrom``), so
 ``rounds.derivation`` recomputes it: the same trials' parameters (from their batch sizes'
-recorded rounds) give the same box, and the count it was planned with stands while it is
-at most ``trials_per_batch_size``. Which trials were best is not asked again: a later
+recorded rounds) give the same box (up to floating-point noise, ``same_box``: the recorded
+bounds are kept, the ones its trials trained with), and the count it was planned with
+stands while it is at most ``trials_per_batch_size``. Which trials were best is not asked again: a later
 round of a source batch size may find a better trial, and the box was fitted before it.
 
 Fewer than three settled batch sizes (or a law that cannot be fitted): the batch size
@@ -26,16 +27,20 @@ searches the spec's ``search_space`` as always, and one log line says why.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from batchscale.core.rounds import FittedFrom, FittedSource, SearchRound
-from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.core.spec import Parameter, StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
 from batchscale.search.law_points import best_and_near_best
 from batchscale.search.metaparameter_laws import proposed_box
 from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.trials import batch_trials
 from batchscale.store.layout import StudyStore
+
+BOUND_TOLERANCE = 1e-6  # a recomputed bound this close to the recorded one is the same
 
 # as ``rounds.derivation.Results``: the planner's reading of finished trials under a budget
 Results = Callable[[StudySpec, StudyStore, list[TrialSpec], dict, int], list[TrialResult] | None]
@@ -65,9 +70,25 @@ def derive_fitted_round(spec: StudySpec, store: StudyStore, batch_size: int,
     count = given.trials if 1 <= given.trials <= spec.trials_per_batch_size else \
         spec.new_batch_sizes.fitted_trials(spec.trials_per_batch_size)
     try:
-        return fitted_round(spec, store, batch_size, FittedFrom(given.sources, count)), ""
+        derived = fitted_round(spec, store, batch_size, FittedFrom(given.sources, count))
     except ValueError as err:
         return None, str(err)
+    if same_box(derived.space, record.space):
+        derived = replace(derived, space=record.space)  # its trials' parameters, as trained
+    return derived, ""
+
+
+def same_box(derived: tuple[Parameter, ...], recorded: tuple[Parameter, ...]) -> bool:
+    """Whether ``recorded`` is ``derived`` up to floating-point noise: the same parameters,
+    scales and values, each bound within ``BOUND_TOLERANCE`` (relative). The fit's last
+    digits differ between machines (BLAS) and numpy versions, and the planner and a later
+    stage may run on different machines; an edit or a record from other sources is far
+    larger."""
+    if [(p.name, p.scale, p.values, p.integer) for p in derived] != \
+            [(p.name, p.scale, p.values, p.integer) for p in recorded]:
+        return False
+    return all(math.isclose(a, b, rel_tol=BOUND_TOLERANCE) for p, q in zip(derived, recorded)
+               for a, b in ((p.min, q.min), (p.max, q.max)) if a is not None and b is not None)
 
 
 def fitted_round(spec: StudySpec, store: StudyStore, batch_size: int,
