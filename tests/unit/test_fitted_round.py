@@ -20,6 +20,7 @@ from batchscale.analysis.statistics.search_rounds import batch_rounds, trial_cap
 from batchscale.core.new_batch_sizes import FITTED_BOX, NewBatchSizes
 from batchscale.core.rounds import FittedFrom, FittedSource, SearchRound, read_rounds, wanted_trials
 from batchscale.core.spec import Parameter
+from batchscale.pipelines.progress import ProgressTracker
 from batchscale.rounds.derivation import DamagedRoundsError
 from batchscale.rounds.planner import plan_stage
 from batchscale.search.next_round import TrialResult, next_round
@@ -261,3 +262,18 @@ def test_the_report_names_the_fitted_batch_size_and_counts_to_its_own_trials(tmp
                         "(3 of at most 24 trials)")
     fitted = batch_rounds(study.study_json[NEW], [], 6)
     assert [(r["first"], r["last"]) for r in fitted] == [(1, 3)]  # not grown to 6
+
+
+def test_a_top_up_of_a_fitted_batch_size_counts_to_its_own_trials(tmp_path):
+    """One of the fitted round's 3 trials diverged: round 2 tops up to 3 non-divergent (not
+    to trials_per_batch_size), and the run console counts its trials as added."""
+    spec, store = _grown(str(tmp_path), max_rounds=2)
+    plan_stage(spec, store, 1, 8, log=lambda *_: None)
+    assert _study_json(store, spec)["search_rounds"][0]["trial_ids"] == [1, 3]
+    for trial in batch_trials(spec, NEW, store.read_rounds(spec, NEW)):
+        _finish(store, spec, trial, diverged=trial.trial_id == 1)
+    [pack] = plan_stage(spec, store, 2, 8, log=lambda *_: None)
+    [_, added] = _study_json(store, spec)["search_rounds"]
+    assert added["reason"] == "top-up: 2 of 3 trials non-divergent"
+    assert pack.trial_ids == tuple(range(4, added["trial_ids"][1] + 1))
+    assert ProgressTracker(spec, store).poll().added == len(pack.trial_ids)
