@@ -106,7 +106,7 @@ def law_point(spec: StudySpec, store: StudyStore, batch_size: int,
     the searched parameters only, each trial's from its batch size's recorded rounds
     (``search.trials``: the parameters the trial trained with)."""
     b = source.batch_size
-    if b == batch_size or b not in spec.batch_sizes:
+    if b == batch_size or store.read_study_json(spec, b) is None:  # a run may list fewer
         raise ValueError(f"source batch size {b} is not another batch size of the study")
     rounds = store.read_rounds(spec, b)
     held = {i for r in rounds for i in r.trial_ids}

@@ -277,3 +277,16 @@ def test_a_top_up_of_a_fitted_batch_size_counts_to_its_own_trials(tmp_path):
     assert added["reason"] == "top-up: 2 of 3 trials non-divergent"
     assert pack.trial_ids == tuple(range(4, added["trial_ids"][1] + 1))
     assert ProgressTracker(spec, store).poll().added == len(pack.trial_ids)
+
+
+def test_a_run_listing_only_the_new_batch_size_keeps_its_fitted_round(tmp_path):
+    """A study may run a subset of its batch sizes: the sources are read from the store."""
+    spec, store = _grown(str(tmp_path))
+    plan_stage(spec, store, 1, 8, log=lambda *_: None)
+    recorded = _study_json(store, spec)["search_rounds"]
+    _finish(store, spec, batch_trials(spec, NEW, store.read_rounds(spec, NEW), [1])[0])
+    alone = _spec(str(tmp_path), (NEW,))
+    lines = []
+    [pack] = plan_stage(alone, store, 1, 8, log=lines.append)
+    assert lines == [] and pack.trial_ids == (2, 3)
+    assert _study_json(store, alone)["search_rounds"] == recorded
