@@ -5,10 +5,10 @@ search space; a later round adds trials to one batch size, either more points of
 same space (a *top-up*, because some trials diverged) or points of a new space (a
 *re-search*, because the best trial sat at the edge of what was searched, or none
 reached the goal). A batch size added to a grown study may instead start with a round 1
-that samples the box the metaparameter laws fit to the finished batch sizes (``FittedFrom``,
-``core.new_batch_sizes``). Trial ids continue across rounds, so every id keeps its
-meaning when a study grows. Each batch size's study.json records its rounds (``ROUNDS_KEY``), each
-with the range it searched in the paper's ``parameter_configs`` form; the planner
+that samples the box the metaparameter laws fit to the finished batch sizes
+(``FittedFrom``, ``core.new_batch_sizes``). Trial ids continue across rounds, so every id
+keeps its meaning when a study grows. Each batch size's study.json records its rounds
+(``ROUNDS_KEY``), each with the range it searched in the paper's ``parameter_configs`` form; the planner
 (``batchscale.rounds.planner``) appends to them and the trainer derives a trial's
 metaparameters from the round that holds its id (``batchscale.search.trials``).
 """
@@ -164,8 +164,8 @@ def read_rounds(study_json: dict | None, spec: StudySpec) -> list[SearchRound]:
                              f"{str(err)[:80]})") from None
     if not rounds:
         return [initial_round(spec)]
-    if len(rounds) == 1 and rounds[0].fitted_from is None and rounds[0].last < spec.trials_per_batch_size:
-        only = rounds[0]
+    only = rounds[0]
+    if len(rounds) == 1 and only.fitted_from is None and only.last < spec.trials_per_batch_size:
         rounds = [SearchRound(only.round, only.first, spec.trials_per_batch_size, only.space,
                               only.reason)]
     return rounds

@@ -4,9 +4,10 @@ With ``new_batch_sizes: {search: fitted_box}`` (``core.new_batch_sizes``), a bat
 none of whose trials has started, in a study where at least three other batch sizes are
 *settled*, starts with a round 1 of its own: ``FittedFrom.trials`` trials sampled from
 ``search.metaparameter_laws.proposed_box``, fitted to each settled batch size's best
-trial. A batch size is settled when every trial its rounds hold has finished under
-today's budget, the round planner would add no round to it (``search.next_round``, or
-its rounds are used up) and a trial reached the study's first goal; its best trial is
+trial and its near-best ones. A batch size is settled when every trial its rounds hold
+has finished under today's budget, the round planner would add no round to it
+(``search.next_round``, or its rounds are used up) and a trial reached the study's first
+goal; its best trial is
 ``next_round.best_trial``'s (fewest steps to that goal), the trial a re-search centres on,
 and its near-best trials those within ``law_points.NEAR_BEST`` of its steps
 (``law_points.best_and_near_best``): the points the report's laws are fitted to too
@@ -18,8 +19,10 @@ The round records its sources, per settled batch size the best and near-best tri
 ``rounds.derivation`` recomputes it: the same trials' parameters (from their batch sizes'
 recorded rounds) give the same box (up to floating-point noise, ``same_box``: the recorded
 bounds are kept, the ones its trials trained with), and the count it was planned with
-stands while it is at most ``trials_per_batch_size``. Which trials were best is not asked again: a later
-round of a source batch size may find a better trial, and the box was fitted before it.
+stands while it is at most ``trials_per_batch_size``. Which trials were best is not asked
+again: a later round of a source batch size may find a better trial, and the box was
+fitted before it. The sources are read from the store, whatever batch sizes a later run
+lists.
 
 Fewer than three settled batch sizes (or a law that cannot be fitted): the batch size
 searches the spec's ``search_space`` as always, and one log line says why.
