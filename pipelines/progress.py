@@ -100,7 +100,6 @@ class ProgressTracker:
         self.spec, self.store, self.clock = spec, store, clock
         self.pending = []
         self.known: set[tuple[int, int]] = set()
-        self.initial = len(spec.batch_sizes) * spec.trials_per_batch_size
         self.done = 0
         self.infeasible = 0
         self.best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)  # steps to result so far
@@ -150,8 +149,14 @@ class ProgressTracker:
     def progress(self) -> Progress:
         later = self._later()
         return Progress(self.done, self.done + len(self.pending), self.infeasible, dict(self.best),
-                        max(len(self.known) - self.initial, 0), self.running, self._eta(later), later,
+                        self._added(), self.running, self._eta(later), later,
                         self.baseline or 0)
+
+    def _added(self) -> int:
+        """Trials the rounds after round 1 hold, over the batch sizes read so far (a round 1
+        that searched a fitted box is shorter than ``trials_per_batch_size``, so counting
+        from that would miss its later rounds)."""
+        return sum(len(r.trial_ids) for rounds in self.rounds.values() for r in rounds[1:])
 
     def _later(self) -> float:
         """Trials later rounds will likely add (0 with one round, or before a poll)."""

@@ -4,9 +4,11 @@ A study runs in rounds (the paper's protocol, Section 3): round 1 samples the sp
 search space; a later round adds trials to one batch size, either more points of the
 same space (a *top-up*, because some trials diverged) or points of a new space (a
 *re-search*, because the best trial sat at the edge of what was searched, or none
-reached the goal). Trial ids continue across rounds, so every id keeps its meaning when
-a study grows. Each batch size's study.json records its rounds (``ROUNDS_KEY``), each
-with the range it searched in the paper's ``parameter_configs`` form; the planner
+reached the goal). A batch size added to a grown study may instead start with a round 1
+that samples the box the metaparameter laws fit to the finished batch sizes
+(``FittedFrom``, ``core.new_batch_sizes``). Trial ids continue across rounds, so every id
+keeps its meaning when a study grows. Each batch size's study.json records its rounds
+(``ROUNDS_KEY``), each with the range it searched in the paper's ``parameter_configs`` form; the planner
 (``batchscale.rounds.planner``) appends to them and the trainer derives a trial's
 metaparameters from the round that holds its id (``batchscale.search.trials``).
 """
@@ -19,6 +21,7 @@ from batchscale.core.edges import hull_configs
 from batchscale.core.spec import Parameter, StudySpec
 
 ROUNDS_KEY = "search_rounds"  # in each batch size's study.json
+FITTED_KEY = "fitted_from"  # in a round 1 that searched a fitted box (``FittedFrom``)
 INITIAL = "initial search"
 
 
@@ -51,9 +54,57 @@ class PlannedWith:
 
 
 @dataclass(frozen=True)
+class FittedSource:
+    """One point of a fitted box's laws: a settled batch size's best trial and the trials
+    nearly as good as it (``near_best``, whose spread says how flat its optimum is)."""
+
+    batch_size: int
+    trial_id: int
+    near_best: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"batch_size": self.batch_size, "trial_id": self.trial_id,
+                "near_best": list(self.near_best)}
+
+    @classmethod
+    def from_dict(cls, raw) -> FittedSource:
+        return cls(_count(raw["batch_size"]), _count(raw["trial_id"]),
+                   tuple(_count(i) for i in raw.get("near_best") or ()))
+
+
+@dataclass(frozen=True)
+class FittedFrom:
+    """What a fitted round 1 (``core.new_batch_sizes``: a batch size added to a grown study,
+    searching the box the metaparameter laws propose) was fitted from: ``sources``, one
+    per settled batch size, whose trials' parameters the laws used, and ``trials``, how
+    many trials the round was planned with (the non-divergent trials its batch size
+    wants). ``batchscale.rounds.fitted_round`` recomputes the box from those parameters."""
+
+    sources: tuple[FittedSource, ...]
+    trials: int
+
+    def to_dict(self) -> dict:
+        return {"sources": [s.to_dict() for s in self.sources], "trials": self.trials}
+
+    @classmethod
+    def from_dict(cls, raw) -> FittedFrom:
+        """ValueError (or KeyError, TypeError, AttributeError) for a record that is not one."""
+        sources = tuple(FittedSource.from_dict(s) for s in raw["sources"])
+        if not sources:
+            raise ValueError("fitted_from has no sources")
+        return cls(sources, _count(raw["trials"]))
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(s.batch_size for s in self.sources)
+
+
+@dataclass(frozen=True)
 class SearchRound:
     """Trials ``first..last`` (inclusive) of one batch size, sampled from ``space``;
-    ``planned_with``: what a later round was planned under (None for round 1)."""
+    ``planned_with``: what a later round was planned under (None for round 1);
+    ``fitted_from``: what a round 1 searching a fitted box was fitted from (None: the
+    spec's search space)."""
 
     round: int
     first: int
@@ -61,6 +112,7 @@ class SearchRound:
     space: tuple[Parameter, ...]
     reason: str = INITIAL
     planned_with: PlannedWith | None = None
+    fitted_from: FittedFrom | None = None
 
     @property
     def trial_ids(self) -> range:
@@ -76,14 +128,17 @@ class SearchRound:
         }
         if self.planned_with is not None:
             out["planned_with"] = self.planned_with.to_dict()
+        if self.fitted_from is not None:
+            out[FITTED_KEY] = self.fitted_from.to_dict()
         return out
 
     @classmethod
     def from_dict(cls, raw: dict) -> SearchRound:
         first, last = (int(i) for i in raw["trial_ids"])
         space = tuple(_parameter(name, fields) for name, fields in raw["search_space"].items())
+        fitted = FittedFrom.from_dict(raw[FITTED_KEY]) if FITTED_KEY in raw else None
         return cls(int(raw["round"]), first, last, space, str(raw.get("reason", "")),
-                   PlannedWith.from_dict(raw.get("planned_with")))
+                   PlannedWith.from_dict(raw.get("planned_with")), fitted)
 
 
 def initial_round(spec: StudySpec) -> SearchRound:
@@ -94,7 +149,8 @@ def initial_round(spec: StudySpec) -> SearchRound:
 def read_rounds(study_json: dict | None, spec: StudySpec) -> list[SearchRound]:
     """A batch size's rounds from its study.json; a study.json without them (a study
     registered before rounds existed, or not yet) has round 1 only. While round 1 is the
-    only round it grows with ``trials_per_batch_size``, as a study always has. An entry
+    only round it grows with ``trials_per_batch_size``, as a study always has (not a
+    fitted round 1: it keeps the count it was planned with). An entry
     that is not a round raises ValueError naming it (``search_rounds[1] is not ...``).
     What the rounds say is not checked here: ``batchscale.rounds.derivation`` compares them
     with what the spec and the trials' measurements give."""
@@ -108,11 +164,19 @@ def read_rounds(study_json: dict | None, spec: StudySpec) -> list[SearchRound]:
                              f"{str(err)[:80]})") from None
     if not rounds:
         return [initial_round(spec)]
-    if len(rounds) == 1 and rounds[0].last < spec.trials_per_batch_size:
-        only = rounds[0]
+    only = rounds[0]
+    if len(rounds) == 1 and only.fitted_from is None and only.last < spec.trials_per_batch_size:
         rounds = [SearchRound(only.round, only.first, spec.trials_per_batch_size, only.space,
                               only.reason)]
     return rounds
+
+
+def wanted_trials(spec: StudySpec, rounds: list[SearchRound]) -> int:
+    """The non-divergent trials a batch size wants ("equal budgets of non-divergent
+    trials", the paper's Section 3): ``trials_per_batch_size``, or, for a batch size whose
+    round 1 searched a fitted box, that round's count (``FittedFrom.trials``)."""
+    fitted = rounds[0].fitted_from if rounds else None
+    return fitted.trials if fitted is not None else spec.trials_per_batch_size
 
 
 def searched_configs(rounds: list[SearchRound]) -> dict:
@@ -144,3 +208,10 @@ def _parameter(name: str, fields: dict) -> Parameter:
     values = fields.get("values")
     return Parameter(name, fields["scale"], fields.get("min"), fields.get("max"),
                      tuple(values) if values is not None else None, bool(fields.get("integer")))
+
+
+def _count(value) -> int:
+    """A positive integer as a record holds it (ValueError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{value!r} is not a positive integer")
+    return value

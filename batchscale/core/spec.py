@@ -23,6 +23,7 @@ from batchscale.core.names import (  # noqa: F401  (BACKENDS, PRECISIONS: allowe
     is_model_function,
     model_folder,
 )
+from batchscale.core.new_batch_sizes import NewBatchSizes
 from batchscale.core.protocols import DEFAULT as DEFAULT_PROTOCOL
 from batchscale.core.protocols import StoppingProtocol
 
@@ -283,6 +284,10 @@ class StudySpec:
     # USD per device-hour for cost to result (``batchscale.core.prices``): 0 uses the
     # price table for the preset the trials ran on. Changes no trial; may change any time.
     price_per_device_hour: float = 0.0
+    # How a batch size added to a study with finished batch sizes starts its search: the
+    # spec's search space, or the box the metaparameter laws fit (``core.new_batch_sizes``).
+    # Changes no recorded round; may change between runs.
+    new_batch_sizes: NewBatchSizes = NewBatchSizes()
 
     @property
     def trial_cap(self) -> int:
@@ -303,8 +308,9 @@ class StudySpec:
         """Hash of what defines the trials' meaning; a study may grow but not change it.
 
         Batch sizes, trial count, parallelism and store location may differ between
-        runs of one study (to extend it), and so may how trials are packed and how often
-        they checkpoint; anything else would mix incompatible trials.
+        runs of one study (to extend it), and so may how trials are packed, how often
+        they checkpoint and how a batch size added later starts its search (a recorded
+        round keeps what it was planned with); anything else would mix incompatible trials.
         """
         return spec_fingerprint(self.to_dict())
 
@@ -314,7 +320,7 @@ def spec_fingerprint(spec_dict: dict) -> str:
     d = json.loads(json.dumps(spec_dict))
     for key in ("batch_sizes", "trials_per_batch_size", "parallelism", "store", "pack_size",
                 "checkpoint_seconds", "max_rounds", "max_trials_per_batch_size",
-                "price_per_device_hour"):
+                "price_per_device_hour", "new_batch_sizes"):
         d.pop(key, None)
     d["max_steps"] = {}  # budgets may differ per batch size across extensions
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -8,7 +8,10 @@ space, or extra trials, and change a result without a word. So before the planne
 a trial it derives the rounds again, round by round, and compares:
 
 - round 1 against the spec (its range, and ids 1..``trials_per_batch_size``, or as many
-  as the study had when round 2 was planned: a study grows);
+  as the study had when round 2 was planned: a study grows); a round 1 that searched a
+  fitted box (``core.rounds.FittedFrom``) against the box its recorded sources' parameters
+  give (``rounds.fitted_round``), with the count it records (at most
+  ``trials_per_batch_size``), and when that cannot be derived, against the spec;
 - round k against ``next_round`` on the trials of the rounds before it, with the spec as
   it was when round k was planned (``PlannedWith``: trials per batch size, trial cap and
   budget then, each at most the spec's today; rows after that budget are not looked at,
@@ -47,6 +50,7 @@ from batchscale.core.errors import StoreDamaged
 from batchscale.core.rounds import INITIAL, PlannedWith, SearchRound
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import is_finished
+from batchscale.rounds.fitted_round import derive_fitted_round
 from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.trials import batch_trials
 from batchscale.store.layout import StudyStore
@@ -131,11 +135,9 @@ def _trained_outside(spec: StudySpec, store: StudyStore, batch_size: int,
 def _derive(spec: StudySpec, store: StudyStore, batch_size: int, recorded: list[SearchRound],
             results: Results) -> tuple[list[SearchRound], list[SearchRound], list[str]]:
     """(derived rounds, held recorded rounds, differences in words)."""
-    later = recorded[1] if len(recorded) > 1 else None
-    first_context = _context(spec, batch_size, later, recorded[0]) if later else None
-    size = first_context.trials_per_batch_size if first_context else spec.trials_per_batch_size
-    rounds = [SearchRound(1, 1, size, spec.search_space, INITIAL)]
-    differences = _compare(rounds[0], recorded[0])
+    first, differences = _first_round(spec, store, batch_size, recorded)
+    rounds = [first]
+    differences += _compare(first, recorded[0])
     budget = spec.max_steps[batch_size]
     for index, record in enumerate(recorded[1:], start=1):
         trials = batch_trials(spec, batch_size, rounds)
@@ -166,6 +168,25 @@ def _derive(spec: StudySpec, store: StudyStore, batch_size: int, recorded: list[
         differences += _compare(derived, record)
         rounds.append(derived)
     return rounds, [], differences
+
+
+def _first_round(spec: StudySpec, store: StudyStore, batch_size: int,
+                 recorded: list[SearchRound]) -> tuple[SearchRound, list[str]]:
+    """Round 1 as derived: a fitted round recomputed from the sources it records
+    (``rounds.fitted_round``); else, or when that cannot be (named in words), the spec's
+    search space with ``trials_per_batch_size`` ids, or as many as the study had when
+    round 2 was planned (a study grows)."""
+    record, differences = recorded[0], []
+    if record.fitted_from is not None:
+        fitted, why = derive_fitted_round(spec, store, batch_size, record)
+        if fitted is not None:
+            return fitted, []
+        differences.append(f"search round 1 (trials {record.first}-{record.last}): its fitted "
+                           f"box cannot be derived from what it records ({why})")
+    later = recorded[1] if len(recorded) > 1 else None
+    first_context = _context(spec, batch_size, later, record) if later else None
+    size = first_context.trials_per_batch_size if first_context else spec.trials_per_batch_size
+    return SearchRound(1, 1, size, spec.search_space, INITIAL), differences
 
 
 def _contexts(spec: StudySpec, batch_size: int, record: SearchRound, first: SearchRound,
@@ -212,11 +233,14 @@ def _compare(derived: SearchRound, record: SearchRound) -> list[str]:
         names = sorted({p.name for p in record.space} ^ {p.name for p in derived.space}
                        | {p.name for p in record.space if p not in derived.space})
         out.append(f"{name}: search_space ({', '.join(names) or 'order'}) is not the "
-                   f"{'spec' if derived.round == 1 else 'derived'}'s "
+                   f"{'spec' if derived.round == 1 and derived.fitted_from is None else 'derived'}'s "
                    f"({json.dumps(derived.to_dict()['search_space'], sort_keys=True)})")
     if record.reason != derived.reason:
         out.append(f"{name}: reason {record.reason!r} where the derivation gives {derived.reason!r}")
     if record.planned_with is not None and record.planned_with != derived.planned_with:
         out.append(f"{name}: planned_with {record.planned_with.to_dict()} cannot be (the spec's "
                    f"values are smaller)")
+    if derived.fitted_from is not None and record.fitted_from != derived.fitted_from:
+        out.append(f"{name}: fitted_from {record.fitted_from.to_dict()} where the derivation "
+                   f"gives {derived.fitted_from.to_dict()} (a count above trials_per_batch_size)")
     return out

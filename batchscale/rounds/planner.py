@@ -5,12 +5,15 @@ A study runs in stages, 1..``spec.max_rounds`` (sequential stages of the pipelin
 
 1. (stage 1) registers the study in the store: study_spec.json and each batch size's
    study.json, whose ``search_rounds`` keep the rounds already planned;
-2. per batch size, packs every recorded trial that is not finished (new, interrupted, or
+2. per batch size none of whose trials has started, where the spec asks for it
+   (``new_batch_sizes``), records a round 1 in the box the metaparameter laws fit to the
+   study's settled batch sizes instead of the spec's (``rounds.fitted_round``);
+3. per batch size, packs every recorded trial that is not finished (new, interrupted, or
    stopped at a budget the study has since raised);
-3. per batch size whose recorded trials are all finished and whose last round is older
+4. per batch size whose recorded trials are all finished and whose last round is older
    than r, asks ``search.next_round`` whether round r adds trials (top-up, re-search),
    records it in study.json, and packs its trials;
-4. re-packs the trials of small batch sizes into mixed packs where the study's profile
+5. re-packs the trials of small batch sizes into mixed packs where the study's profile
    measured that sharing one padded step pays (``rounds.mixing``; no measurement, no
    mixed pack).
 
@@ -41,6 +44,7 @@ from batchscale.rounds.derivation import (
     planned_with,
     trained_otherwise,
 )
+from batchscale.rounds.fitted_round import plan_fitted_round
 from batchscale.rounds.mixing import mix_packs
 from batchscale.search.next_round import TrialResult, next_round
 from batchscale.search.pack_order import expected_pack_seconds
@@ -81,6 +85,14 @@ def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
     for batch_size in spec.batch_sizes:
         checked = checked_rounds(spec, store, batch_size, partial(results_at, log=log), log)
         rounds, metadata = checked.rounds, checked.metadata
+        if _unstarted(checked):
+            fitted = plan_fitted_round(spec, store, batch_size, partial(results_at, log=_quiet), log)
+            if fitted is not None:
+                store.write_rounds(spec, batch_size, [fitted])
+                log(f"batch size {batch_size}: round 1 samples trials 1-{fitted.last} in a box "
+                    f"fitted from batch sizes {', '.join(map(str, fitted.fitted_from.batch_sizes))}"
+                    f" ({fitted.reason})")
+                rounds, metadata = [fitted], dict.fromkeys(fitted.trial_ids)
         trials = batch_trials(spec, batch_size, rounds)
         budget = spec.max_steps[batch_size]
         todo = [t.trial_id for t in trials if not is_finished(metadata[t.trial_id], budget)]
@@ -96,6 +108,14 @@ def plan_stage(spec: StudySpec, store: StudyStore, stage: int, pack_size: int,
                 todo = list(added.trial_ids)
         packs += split_trials(batch_size, todo, pack_size)
     return longest_first(mix_packs(spec, store, packs, pack_size, log), spec, store)
+
+
+def _unstarted(checked) -> bool:
+    """A batch size whose round 1 is the spec's search space, alone, and none of whose
+    trials has started: it may start from a fitted box instead (``rounds.fitted_round``)."""
+    rounds = checked.rounds
+    return (len(rounds) == 1 and not checked.held and rounds[0].fitted_from is None
+            and all(meta is None for meta in checked.metadata.values()))
 
 
 def longest_first(packs: list[PackSpec], spec: StudySpec, store: StudyStore) -> list[PackSpec]:

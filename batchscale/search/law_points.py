@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from batchscale.core.names import effective_learning_rate
-from batchscale.search.next_round import TrialResult
+from batchscale.search.next_round import TrialResult, best_trial
 
 MIN_BATCH_SIZES = 3
 NEAR_BEST = 0.10  # trials within 10% of the best trial's steps to the goal count as near-best
@@ -30,14 +30,24 @@ def points_from_results(results: dict[int, list[TrialResult]],
     within ``near`` of its steps; batch sizes where no trial reached the goal are left out."""
     points = []
     for batch_size in sorted(results):
-        reached = [r for r in results[batch_size] if not r.diverged and r.goal_step is not None]
-        if not reached:
-            continue
-        best = min(reached, key=lambda r: (r.goal_step, r.trial_id))
-        others = [r.parameters for r in reached
-                  if r is not best and r.goal_step <= best.goal_step * (1 + near)]
-        points.append((int(batch_size), dict(best.parameters), others))
+        found = best_and_near_best(results[batch_size], near)
+        if found is not None:
+            best, others = found
+            points.append((int(batch_size), dict(best.parameters), [r.parameters for r in others]))
     return points
+
+
+def best_and_near_best(results: list[TrialResult], near: float = NEAR_BEST
+                       ) -> tuple[TrialResult, list[TrialResult]] | None:
+    """One batch size's best trial (``next_round.best_trial``) and its other non-divergent
+    trials within ``near`` of its steps to the goal; None: no trial reached the goal. The
+    one rule of a point, for ``points_from_results`` and the fitted box's recorded sources
+    (``rounds.fitted_round``)."""
+    best = best_trial(results)
+    if best is None:
+        return None
+    return best, [r for r in results if r is not best and not r.diverged
+                  and r.goal_step is not None and r.goal_step <= best.goal_step * (1 + near)]
 
 
 def validated(points) -> list[tuple[int, dict, list]]:

@@ -17,7 +17,10 @@ new search space", by hand. ``next_round`` makes those calls:
 - *top-up*: fewer than ``trials_per_batch_size`` non-divergent trials: more points of
   the latest space, enough for the divergence rate seen so far.
 A re-search round samples ``trials_per_batch_size`` trials (or a top-up's count, if
-larger). No round takes a batch size past ``spec.trial_cap`` trials.
+larger). No round takes a batch size past ``spec.trial_cap`` trials. A batch size whose
+round 1 searched a fitted box (``core.rounds.FittedFrom``) wants that round's count
+instead of ``trials_per_batch_size`` (``core.rounds.wanted_trials``), in top-ups and
+re-searches alike.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import math
 from dataclasses import dataclass, replace
 
 from batchscale.core.edges import edge_margin, from_scale, search_edge, to_scale
-from batchscale.core.rounds import SearchRound, searched_configs
+from batchscale.core.rounds import SearchRound, searched_configs, wanted_trials
 from batchscale.core.spec import PARAMETER_BOUNDS, Parameter, StudySpec
 
 SCALE_NAMES = {"linear": "LINEAR_SCALE", "log": "LOG_SCALE", "reverse_log": "REVERSE_LOG_SCALE"}
@@ -55,13 +58,12 @@ def next_round(spec: StudySpec, rounds: list[SearchRound], results: list[TrialRe
     room = spec.trial_cap - rounds[-1].last
     if room <= 0:
         return None
-    wanted = spec.trials_per_batch_size
+    wanted = wanted_trials(spec, rounds)
     alive = [r for r in results if not r.diverged]
     top_up = max(wanted - len(alive), 0)
     latest = rounds[-1].space
-    reached = [r for r in alive if r.goal_step is not None]
-    if reached:
-        best = min(reached, key=lambda r: (r.goal_step, r.trial_id))
+    best = best_trial(results)
+    if best is not None:
         moved, why = _moved_at_edges(latest, searched_configs(rounds), best.parameters,
                                      edge_margin(len(results)))
         if moved:
@@ -82,6 +84,13 @@ def next_round(spec: StudySpec, rounds: list[SearchRound], results: list[TrialRe
         return _round(number, rounds, latest, _scaled(top_up, len(alive), len(results)), room,
                       f"top-up: {len(alive)} of {wanted} trials non-divergent")
     return None
+
+
+def best_trial(results: list[TrialResult]) -> TrialResult | None:
+    """The batch size's best trial: fewest steps to the study's first goal, ties to the
+    lower id (None: no non-divergent trial reached it)."""
+    reached = [r for r in results if not r.diverged and r.goal_step is not None]
+    return min(reached, key=lambda r: (r.goal_step, r.trial_id)) if reached else None
 
 
 def recentred(p: Parameter, value) -> Parameter | None:

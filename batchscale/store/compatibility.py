@@ -2,8 +2,10 @@
 
 A study grows: more batch sizes, more trials, larger budgets, more search rounds or a
 higher trial cap, another store location, other packing, parallelism, checkpoint
-interval or price; it may switch between stopping protocols of one family
-(``StoppingProtocol.may_switch_to``: ``goal`` and ``race``). Anything else (workload, search
+interval or price, or another rule for how a batch size added later starts its search
+(``new_batch_sizes``: a recorded round keeps what it was planned with); it may switch
+between stopping protocols of one family (``StoppingProtocol.may_switch_to``: ``goal``
+and ``race``). Anything else (workload, search
 space, fixed metaparameters, goals, schedule, evaluation, seed, backend) would mix trials
 that mean different things, so a run that changes it is refused, naming the first field
 that differs. Trials per batch size, search rounds and the trial cap may grow, never
@@ -29,7 +31,8 @@ STUDY_SPEC_KEY = "batchscale_study_spec"  # the spec's copy inside each study.js
 GROWS = ("batch_sizes", "trials_per_batch_size", "max_steps", "max_rounds",
          "max_trials_per_batch_size")
 COUNTS = ("trials_per_batch_size", "max_rounds", "max_trials_per_batch_size")  # grow only
-FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds", "price_per_device_hour")
+FREE = ("store", "parallelism", "pack_size", "checkpoint_seconds", "price_per_device_hour",
+        "new_batch_sizes")
 
 
 def stored_spec_dict(fs, study: str) -> dict | None:

@@ -34,6 +34,7 @@ from batchscale.core.spec import (
 from batchscale.core.spec import as_number as _number
 from batchscale.core.spec import fail_field as _fail
 from batchscale.store.storage_api import check_root
+from batchscale.validation.new_batch_sizes import parse_new_batch_sizes
 from batchscale.validation.parameters import check_parameters, parse_fixed, parse_space
 from batchscale.validation.workload_spec import DEFAULTABLE, check_subsets, parse_workload, with_defaults
 from batchscale.workloads.dataset_registry import dataset_for
@@ -103,9 +104,11 @@ def parse_spec(raw: dict) -> StudySpec:
     if not 0 <= price <= MAX_PRICE:
         _fail("price_per_device_hour", f"{price} is not allowed; allowed: 0 (the price table's "
               f"list price for the preset) or a price in USD per device-hour up to {MAX_PRICE:,.0f}")
+    new_batch_sizes = parse_new_batch_sizes(raw.get("new_batch_sizes"), trials)
     return StudySpec(name, store, workload, batch_sizes, trials, space, goals, max_steps, fixed,
                      schedule, evaluation, seed, backend, parallelism, pack_size,
-                     float(checkpoint_seconds), protocol, max_rounds, cap, float(price))
+                     float(checkpoint_seconds), protocol, max_rounds, cap, float(price),
+                     new_batch_sizes)
 
 
 def _parse_name(raw) -> str:

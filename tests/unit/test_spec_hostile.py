@@ -114,6 +114,12 @@ SPEC_CASES = [
     ("price-negative", {"price_per_device_hour": -2.5},
      "price_per_device_hour: -2.5 is not allowed; allowed: 0 (the price table's list price"),
     ("price-text", {"price_per_device_hour": "$3"}, "price_per_device_hour: '$3' is not a finite number"),
+    ("new-batch-sizes-search-unknown", {"new_batch_sizes": {"search": "laws"}},
+     "new_batch_sizes.search: unknown value 'laws'; allowed: search_space, fitted_box"),
+    ("new-batch-sizes-trials-above", {"new_batch_sizes": {"search": "fitted_box", "trials": 11}},
+     "new_batch_sizes.trials: 11 is out of range; allowed: an integer >= 0 and <= 10"),
+    ("new-batch-sizes-not-mapping", {"new_batch_sizes": "fitted_box"},
+     "new_batch_sizes: must be a mapping, got 'fitted_box'; allowed keys: search, trials"),
 ]
 
 # (case, argv after ``validate``, start of the message): the flags through the real CLI

@@ -8,7 +8,10 @@ why, how many did not diverge, what range it searched, the best trial found so f
 whether the edge warning was resolved, i.e. whether the best trial so far lies inside
 the hull of every range searched up to then (``core.edges.search_edge``). A study.json
 without rounds (older stores, the paper's database) is one round: every trial id, the
-top-level ``parameter_configs``, "initial search".
+top-level ``parameter_configs``, "initial search". A batch size added to a grown study
+may have started from the box the metaparameter laws fit (``core.new_batch_sizes``): its
+round 1's reason says so, and a note names the trials it was fitted from and the count of
+non-divergent trials it wants instead of trials_per_batch_size.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pandas as pd
 from batchscale.analysis.reading.completeness import id_ranges
 from batchscale.analysis.statistics.metaparameters import fmt_value
 from batchscale.core.edges import edge_margin, hull_configs, search_edge
+from batchscale.core.rounds import FITTED_KEY, FittedFrom, FittedSource
 
 INITIAL = "initial search"
 ROUND_COLUMNS = ["batch_size", "round", "trial_ids", "trials", "finished", "non_divergent",
@@ -27,27 +31,45 @@ SCALE_WORDS = {"LOG_SCALE": "log", "REVERSE_LOG_SCALE": "reverse log", "LINEAR_S
 
 
 def batch_rounds(study_json: dict, trial_ids, wanted: int | None = None) -> list[dict]:
-    """A batch size's rounds as dicts (round, first, last, reason, parameter_configs). A
-    lone round 1 grows with ``wanted`` (the spec's trials_per_batch_size), as the planner
-    reads it; no usable ``search_rounds``: one round holding ``trial_ids`` (and 1..wanted)
-    as ``ids``."""
+    """A batch size's rounds as dicts (round, first, last, reason, parameter_configs,
+    fitted_from: the (batch size, trial id) sources of a round 1 that searched a fitted
+    box, else empty). A lone round 1 grows with ``wanted`` (the spec's
+    trials_per_batch_size), as the planner reads it, unless it searched a fitted box; no
+    usable ``search_rounds``: one round holding ``trial_ids`` (and 1..wanted) as ``ids``."""
     rounds = []
     for raw in study_json.get("search_rounds") or []:
         try:
             first, last = (int(i) for i in raw["trial_ids"])
             rounds.append({"round": int(raw.get("round", len(rounds) + 1)), "first": first,
                            "last": last, "reason": str(raw.get("reason") or ""),
-                           "parameter_configs": raw.get("parameter_configs") or {}})
+                           "parameter_configs": raw.get("parameter_configs") or {},
+                           "fitted_from": fitted_sources(raw.get(FITTED_KEY))})
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
     if not rounds:  # the ids themselves: the paper's are not contiguous
         ids = {int(i) for i in trial_ids} | set(range(1, (wanted or 0) + 1))
         return [{"round": 1, "first": min(ids, default=1), "last": max(ids, default=0),
-                 "ids": ids, "reason": INITIAL,
+                 "ids": ids, "reason": INITIAL, "fitted_from": [],
                  "parameter_configs": study_json.get("parameter_configs") or {}}]
-    if wanted and len(rounds) == 1 and rounds[0]["last"] < wanted:
-        rounds[0]["last"] = wanted
+    if wanted and len(rounds) == 1 and not rounds[0]["fitted_from"] and rounds[0]["last"] < wanted:
+        rounds[0]["last"] = wanted  # a fitted round 1 keeps its count
     return sorted(rounds, key=lambda r: r["round"])
+
+
+def fitted_sources(raw) -> list[FittedSource]:
+    """The sources a fitted round 1 records (``core.rounds.FittedFrom``: each settled batch
+    size's best and near-best trials); empty for any other round or a record that is not one."""
+    try:
+        return list(FittedFrom.from_dict(raw).sources) if raw is not None else []
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []
+
+
+def wanted_of(rounds: list[dict], wanted: int) -> int:
+    """The non-divergent trials a batch size wants (``core.rounds.wanted_trials``):
+    ``wanted`` (trials_per_batch_size), or, where round 1 searched a fitted box, its count."""
+    first = rounds[0] if rounds else {}
+    return first["last"] - first["first"] + 1 if first.get("fitted_from") else wanted
 
 
 def round_ids(one_round: dict) -> set[int]:
@@ -139,22 +161,38 @@ def rounds_table(study, crossed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows, columns=ROUND_COLUMNS)
 
 
+def fitted_note(batch_size: int, first: dict, per_batch_size: int) -> str:
+    """What a batch size that started from a fitted box searched, and what it wants."""
+    sources = ", ".join(f"{s.batch_size}/{s.trial_id}" for s in first["fitted_from"])
+    near = sum(len(s.near_best) for s in first["fitted_from"])
+    count = first["last"] - first["first"] + 1
+    return (f"batch size {batch_size} started from a fitted box: round 1's {count} trials "
+            f"searched the box the metaparameter laws fit to the best trials {sources} "
+            f"(batch size/trial; and {near} near-best), and it wants {count} non-divergent "
+            f"trials where the others want {per_batch_size}")
+
+
 def trial_cap_notes(study) -> list[str]:
-    """Per batch size (our studies only: the spec says how many are wanted): whether it has
-    trials_per_batch_size non-divergent trials, and if not why: the trial cap
+    """Per batch size (our studies only: the spec says how many are wanted): which started
+    from a fitted box (``fitted_note``); whether it has the non-divergent trials it wants
+    (trials_per_batch_size, or a fitted round's count), and if not why: the trial cap
     (max_trials_per_batch_size, 0 = 4 x trials_per_batch_size) or the round limit was
     reached, or trials are not finished yet."""
     spec = study.spec
     if spec is None:
         return []
-    wanted = int(spec.trials_per_batch_size)
-    cap = int(getattr(spec, "max_trials_per_batch_size", 0) or 4 * wanted)
+    per_batch_size = int(spec.trials_per_batch_size)
+    cap = int(getattr(spec, "max_trials_per_batch_size", 0) or 4 * per_batch_size)
     max_rounds = getattr(spec, "max_rounds", None)
     notes = []
     for batch_size in study.batch_sizes:
         group = study.trials[study.trials["batch_size"] == batch_size]
-        rounds = batch_rounds(study.study_json.get(batch_size) or {}, group["trial_id"], wanted)
+        rounds = batch_rounds(study.study_json.get(batch_size) or {}, group["trial_id"],
+                              per_batch_size)
         planned = planned_ids(rounds)
+        wanted = wanted_of(rounds, per_batch_size)
+        if rounds[0]["fitted_from"]:
+            notes.append(fitted_note(batch_size, rounds[0], per_batch_size))
         good = int((group["status"] == "COMPLETE").sum())
         if good >= wanted:
             notes.append(f"batch size {batch_size}: {good} non-divergent, the {wanted} wanted")
