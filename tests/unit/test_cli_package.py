@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from batchscale.cli import analysis, catalog, cluster, local_pipeline, plan, settings, study
+from batchscale.cli import analysis, calibrate, catalog, cluster, local_pipeline, plan, settings, study
 from batchscale.cli.main import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, main, make_parser
 from tests.import_graph import graph
 
@@ -31,6 +31,7 @@ ROOT_MODULES = {"batchscale.cli", "batchscale.cli.main", "batchscale.cli.__main_
 GROUPS = {  # the command groups of issue 11 and the commands each registers, in order
     study: ["run", "compile", "validate"],
     plan: ["plan"],
+    calibrate: ["calibrate"],
     cluster: ["upload", "submit"],
     analysis: ["report", "compare"],
     catalog: ["workloads", "presets"],
