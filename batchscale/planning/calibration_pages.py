@@ -49,7 +49,10 @@ def summary_lines(calibration: Calibration) -> list[str]:
     """What the console, the Markdown and the HTML say above the table."""
     records = calibration.records
     studies = len({r.study for r in calibration.rows})
+    one_sided = len({r.study for r in calibration.rows if not r.scored})
     lines = [f"{studies} finished {'study' if studies == 1 else 'studies'} calibrated"
+             + (f" ({one_sided} shown, not scored: their B* is bounded on one side only)"
+                if one_sided else "")
              + (f", {len(calibration.skipped)} left out" if calibration.skipped else "")]
     lines += [record.sentence() for record in records]
     best = calibration.best
@@ -75,16 +78,16 @@ def _figure(calibration: Calibration) -> bytes:
     import numpy as np
 
     from batchscale.analysis.figures.plot_base import figure as new_figure
-    from batchscale.analysis.figures.plot_base import legend, log_axis, svg
+    from batchscale.analysis.figures.plot_base import footnote, legend, log_axis, svg
 
     plt, (fig, ax) = new_figure()
-    finite = [v for r in calibration.rows for v in (r.fitted.value, r.predicted.value,
-                                                    r.fitted.low, r.predicted.low,
-                                                    r.fitted.high, r.predicted.high)
-              if math.isfinite(v) and v > 0]
+    shown = [r for r in calibration.rows if math.isfinite(r.ratio)]
+    finite = [v for r in shown for v in (r.fitted.value, r.predicted.value, r.fitted.low,
+                                         r.predicted.low, r.fitted.high, r.predicted.high)
+              if math.isfinite(v) and v > 0] or [1.0]
     low, high = min(finite) / 1.5, max(finite) * 1.5
     for name in PREDICTORS:
-        mine = [r for r in calibration.rows if r.predicted.name == name and math.isfinite(r.ratio)]
+        mine = [r for r in shown if r.predicted.name == name]
         if not mine:
             continue
         x = np.array([r.fitted.value for r in mine])
@@ -107,7 +110,10 @@ def _figure(calibration: Calibration) -> bytes:
     ax.set_title("critical batch size: predicted against fitted")
     ax.grid(True, which="both", alpha=0.3)
     legend(ax, loc="upper left")
-    return svg(plt, fig)
+    left_out = len({r.study for r in calibration.rows if not r.scored})
+    rect = footnote(fig, [f"{left_out} {'study' if left_out == 1 else 'studies'} with a B* "
+                          "bounded on one side only not shown (in the table)"] if left_out else [])
+    return svg(plt, fig, rect)
 
 
 def markdown(calibration: Calibration) -> str:
