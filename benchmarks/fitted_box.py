@@ -23,10 +23,10 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
+
+from plan_check import run_logged  # a script beside this one (sys.path[0])
 
 
 def grown_copy(location: str, work: str, arm: str, batch_size: int, budget: int,
@@ -53,15 +53,9 @@ def grown_copy(location: str, work: str, arm: str, batch_size: int, budget: int,
 
 def run(spec_file: str, work: str) -> float:
     """``batchscale run --local`` of ``spec_file``; wall seconds."""
-    log = spec_file.replace(".json", ".log")
-    command = [sys.executable, "-m", "batchscale.cli", "run", "--local", spec_file,
-               "--work-dir", spec_file.replace(".json", ".kfp")]
-    started = time.perf_counter()
-    with open(log, "w") as out:
-        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} exited {done.returncode}; see {log}")
-    return time.perf_counter() - started
+    return run_logged([sys.executable, "-m", "batchscale.cli", "run", "--local", spec_file,
+                       "--work-dir", spec_file.replace(".json", ".kfp")],
+                      spec_file.replace(".json", ".log"))
 
 
 def measure(study_dir: str, batch_size: int) -> dict:

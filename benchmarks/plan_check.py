@@ -33,7 +33,8 @@ DIGITS = ("--workload digits/fc_128_128 --name digits --trials 10 "
 DEFAULT_STUDIES = ("quickstart", DIGITS)
 
 
-def _run(command: list[str], log: str) -> float:
+def run_logged(command: list[str], log: str) -> float:
+    """Run ``command`` with its output in ``log``; wall seconds (exit on failure)."""
     started = time.perf_counter()
     with open(log, "w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
@@ -46,8 +47,8 @@ def check(study: str, work: str) -> dict:
     store = tempfile.mkdtemp(prefix="plan-check-", dir=work)
     cli = [sys.executable, "-m", "batchscale.cli"]
     args = [*shlex.split(study), "--store", store]
-    plan_seconds = _run([*cli, "plan", *args], os.path.join(store, "plan.log"))
-    run_seconds = _run([*cli, "run", "--local", *args, "--work-dir", os.path.join(store, ".kfp")],
+    plan_seconds = run_logged([*cli, "plan", *args], os.path.join(store, "plan.log"))
+    run_seconds = run_logged([*cli, "run", "--local", *args, "--work-dir", os.path.join(store, ".kfp")],
                        os.path.join(store, "run.log"))
     [name] = [d for d in os.listdir(store) if d not in ("datasets", ".kfp") and "." not in d]
     with open(os.path.join(store, name, "plan", "plan.json")) as fh:
