@@ -44,7 +44,9 @@ PLAN_LEVEL = 0.9  # B_simple's interval level in every plan.json so far (noise_s
 OLD_SUMMARY = ("not in this summary.json, written before the report showed every definition; "
                "`batchscale report STUDY` writes it anew")
 PLAN_HINT = "run `batchscale plan SPEC` with this study's spec"
-PLAN_WHERE = "it writes plan.json beside the study, where the report reads it"
+PLAN_WHERE = ("it writes plan.json beside the study, where the report reads it; for a finished "
+              "study, `batchscale calibrate STORE` probes it without touching it and sets both "
+              "against B* in STORE/calibration/")
 
 
 @dataclass(frozen=True)
