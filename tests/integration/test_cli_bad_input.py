@@ -76,10 +76,6 @@ CASES = [  # (id, argv after `batchscale` given the store and a spec-file maker,
         "run", "--local", "--store", str(store / "quickstart" / "notes.txt")], "store"),
     ("run-symlink-out-of-the-store", lambda store, spec: [
         "run", "--local", "--store", str(store), "--name", "linked"], "store"),
-    ("calibrate-store-not-a-folder", lambda store, spec: ["calibrate", str(store / "nowhere")],
-     "STORE"),
-    ("calibrate-branch-rule", lambda store, spec: ["calibrate", str(store), "--branch-rule", "cubic"],
-     "--branch-rule"),
 ]
 
 

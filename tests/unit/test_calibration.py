@@ -122,3 +122,34 @@ def test_a_one_sided_b_star_is_shown_but_not_scored():
     records = summarize([one_sided, row("a", "b_simple", 100.0)])
     assert records[0].studies == 1
     assert table(Calibration([one_sided]))["predicted / fitted"][0] == "not scored: B* one-sided"
+
+
+CALIBRATE_CASES = {  # docs/bad-input.md's "Calibrate" table: case -> argv after the folder
+    "calibrate-store-not-a-folder": ["nowhere"],
+    "calibrate-no-study": [],
+    "calibrate-branch-rule": ["--branch-rule", "cubic"],
+    "calibrate-probe-seconds": ["--probe-seconds", "0"],
+}
+
+
+def test_calibrate_refuses_bad_input_in_one_line_as_the_doc_says(tmp_path, capsys):
+    import re
+    from pathlib import Path
+
+    from batchscale.cli.main import main
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "bad-input.md").read_text()
+    rows = {m[1]: m[2] for m in re.finditer(r"^\| `(calibrate-[a-z-]+)` \|[^|]*\| 2 \| `([^`]*)` \| \|$",
+                                            doc, re.M)}
+    assert sorted(rows) == sorted(CALIBRATE_CASES)
+    (tmp_path / "store" / "datasets").mkdir(parents=True)  # a store root with no study
+    folder = str(tmp_path / "store")
+    for case, extra in CALIBRATE_CASES.items():
+        argv = ["calibrate", f"{folder}/{extra[0]}"] if extra[:1] == ["nowhere"] else \
+            ["calibrate", folder, *extra]
+        assert main(argv) == 2, case
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1, (case, err)
+        path = argv[1]
+        assert err[0].startswith("batchscale: error: " + rows[case].replace("<folder>", path)), case
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["datasets"]  # nothing written
