@@ -199,7 +199,7 @@ def read_calibration(fs) -> tuple[Calibration | None, str | None]:
     """(the store's calibration, None) or (None, why not: missing or unreadable)."""
     raw, problem = read_json_object(fs, CALIBRATION_FILE)
     if raw is None:
-        return None, problem or f"no {fs.url(CALIBRATION_FILE)}"
+        return None, f"{fs.url(CALIBRATION_FILE)} {problem or 'is missing'}"
     try:
         if raw.get("format") != CALIBRATION_FORMAT:
             raise ValueError(f"format {raw.get('format')!r}, not {CALIBRATION_FORMAT}")

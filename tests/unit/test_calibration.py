@@ -64,7 +64,8 @@ def test_no_choice_from_a_single_study_and_ties_go_to_the_cheaper():
 
 def test_calibration_json_round_trip_and_refusals(tmp_path):
     fs = open_root(str(tmp_path))
-    assert read_calibration(fs)[0] is None
+    missing, why = read_calibration(fs)
+    assert missing is None and why == f"{tmp_path}/calibration/calibration.json is missing"
     cal = Calibration([row("a", "b_simple", 50.0), row("b", "b_simple", 90.0)],
                       [("c", "unfinished: 3 trial(s) still to train")], "2026-11-27T00:00:00Z", 3.0)
     write_calibration(fs, cal)
