@@ -13,6 +13,8 @@ before there was a choice.
 
 from __future__ import annotations
 
+import math
+
 from batchscale.core.critical_batch_size import DEFINITIONS, CbsEstimate
 from batchscale.core.errors import InputError
 from batchscale.core.spec import StudySpec
@@ -97,17 +99,20 @@ def probe_predictions(spec: StudySpec, *, probe_seconds: float, rule: str, toler
 def chosen_prediction(estimates: dict[str, CbsEstimate], calibration: Calibration | None,
                       why_none: str | None = None) -> tuple[CbsEstimate, str]:
     """(the prediction the plan goes by, one line saying which and how far it has been
-    right before): the calibration's best-calibrated predictor where this plan has it,
-    else ``DEFAULT_PREDICTOR``."""
+    right before): the calibration's best-calibrated predictor where this plan measured it
+    (a finite value), else ``DEFAULT_PREDICTOR``."""
     best = calibration.best if calibration is not None else None
-    if best is not None and best.name in estimates:
+    measured = best is not None and best.name in estimates and math.isfinite(
+        estimates[best.name].value)  # a probe that ran but measured nothing (NaN) is no guide
+    if measured:
         return estimates[best.name], (
             f"the plan goes by {best.symbol}, the best-calibrated predictor in this store: "
             f"{best.sentence()}")
     default = estimates[DEFAULT_PREDICTOR]
     symbol = DEFINITIONS[DEFAULT_PREDICTOR].symbol
     if best is not None:
-        why = f"this store's best-calibrated predictor, {best.symbol}, was not measured here"
+        why = (f"this store's best-calibrated predictor, {best.symbol}, "
+               + ("measured nothing here" if best.name in estimates else "was not measured here"))
     elif calibration is not None:
         records = calibration.records
         why = ("no predictor in this store's calibration has a record on 2 or more studies"
