@@ -8,7 +8,9 @@ name order:
   trials, or whose B* could not be fitted, is left out with one line saying why;
 - the predictors' side: what a ``batchscale plan`` wrote for the study before its sweep
   (plan.json's ``critical_batch_sizes``), else the probes run now, on this machine, at the
-  study's smallest batch size, exactly as ``plan`` runs them (``planning.predictions``).
+  study's smallest batch size, exactly as ``plan`` runs them (``planning.predictions``;
+  the branches within the same share of the sweep's trained examples as ``plan`` allows
+  them of its estimate).
   Probes run here are kept in ``<store>/calibration/probes/`` and re-used by the next
   calibration (``rerun`` probes again), so a calibration interrupted part-way loses at
   most the study it was probing, and one that grows by a study probes only that one.
@@ -98,7 +100,7 @@ def _key(folder: str) -> str:
 def calibrate_store(root: str, *, probe_seconds: float, branch_rule: str, branch_tolerance: float,
                     branch_seconds: float, rerun: bool = False, log=print) -> Calibration:
     """The calibration of every study under ``root`` (module docstring)."""
-    from batchscale.planning.predictions import probe_predictions
+    from batchscale.planning.predictions import branch_cap, probe_predictions
     from batchscale.store.filesystem import open_root
     from batchscale.training.step_timing import now_iso
 
@@ -122,7 +124,7 @@ def calibrate_store(root: str, *, probe_seconds: float, branch_rule: str, branch
                 predictions = probe_predictions(
                     study.spec, probe_seconds=probe_seconds, rule=branch_rule,
                     tolerance=branch_tolerance, branch_seconds=branch_seconds,
-                    log=lambda line: log(f"  {line}"))
+                    log=lambda line: log(f"  {line}"), max_examples=branch_cap(examples))
                 source = "probed by calibrate"
                 fs.write_text(f"{PROBES_FOLDER}/{_key(folder)}.json", json.dumps(
                     {"study": folder, "created": now_iso(),

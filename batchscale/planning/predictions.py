@@ -24,6 +24,8 @@ from batchscale.planning.noise_scale import NoiseScale
 from batchscale.planning.probe import NoiseProbe
 
 DEFAULT_PREDICTOR = "b_simple"
+BRANCH_SHARE = 0.1  # the branched probe's branches stop at this share of the study's trained
+# examples (issue 29: at most 10% of the sweep's): ``plan``'s estimate, ``calibrate``'s count
 NOISE_NOTE = ("bootstrap interval over the probe's final window of measurements; examples: the "
               "probe runs' training and the gradient measurements")
 
@@ -82,7 +84,9 @@ def probe_predictions(spec: StudySpec, *, probe_seconds: float, rule: str, toler
                       branch_seconds: float, log=print,
                       max_examples: int | None = None) -> list[CbsEstimate]:
     """Both predictions for a study, as ``plan`` makes them (at the spec's smallest batch
-    size, from nothing of its sweep); ``calibrate`` runs this on finished studies."""
+    size, from nothing of its sweep; the branches within ``max_examples``: ``calibrate``,
+    which runs this on finished studies, passes ``branch_cap`` of the sweep's examples as
+    ``plan`` passes it of its estimate of them)."""
     from batchscale.planning.noise_scale import estimate_noise_scale
     from batchscale.planning.probe import noise_probe
     from batchscale.store.layout import StudyStore
@@ -94,6 +98,12 @@ def probe_predictions(spec: StudySpec, *, probe_seconds: float, rule: str, toler
     branched, _ = branched_prediction(spec, pipeline, probe, rule, tolerance, branch_seconds,
                                       max_examples, log)
     return list(prediction_estimates(probe, noise, branched).values())
+
+
+def branch_cap(trained_examples: float) -> int:
+    """The most training examples the branched probe may spend for a study that trains
+    ``trained_examples`` (``BRANCH_SHARE`` of them)."""
+    return int(BRANCH_SHARE * trained_examples)
 
 
 def chosen_prediction(estimates: dict[str, CbsEstimate], calibration: Calibration | None,
