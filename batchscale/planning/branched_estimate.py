@@ -221,7 +221,8 @@ class BranchedProbe:
         where = f"at step {measured[-1].step:,}" if measured else "no branch point measured"
         note = (f"{self.rule} learning-rate rule, tolerance {self.tolerance:g}, base batch size "
                 f"{self.batch_size}, {self.replicates} replicates, D = {self.length} steps, "
-                f"{where}; interval: [b min k*, 2 b max k*]")
+                f"{where}; interval: [b min k*, 2 b max k*]"
+                + (f"; branches within {self.max_examples:,} examples" if self.max_examples else ""))
         return CbsEstimate("b_branched", value, low, high, coverage(self.replicates),
                            self.examples, note)
 

@@ -8,10 +8,14 @@ name order:
   trials, or whose B* could not be fitted, is left out with one line saying why;
 - the predictors' side: what a ``batchscale plan`` wrote for the study before its sweep
   (plan.json's ``critical_batch_sizes``), else the probes run now, on this machine, at the
-  study's smallest batch size, exactly as ``plan`` runs them (``planning.predictions``).
+  study's smallest batch size, exactly as ``plan`` runs them (``planning.predictions``;
+  the branches within the same share of the sweep's trained examples as ``plan`` allows
+  them of its estimate).
   Probes run here are kept in ``<store>/calibration/probes/`` and re-used by the next
   calibration (``rerun`` probes again), so a calibration interrupted part-way loses at
-  most the study it was probing, and one that grows by a study probes only that one.
+  most the study it was probing, and one that grows by a study probes only that one. A
+  study the probes refuse (another backend, a streamed data set, too few gradient
+  measurements) is left out with that line; the other studies are still calibrated.
 
 Nothing of a study is written or changed; the calibration goes to
 ``<store>/calibration/`` (``calibration_pages``).
@@ -24,6 +28,7 @@ import math
 import time
 
 from batchscale.core.critical_batch_size import CbsEstimate
+from batchscale.core.errors import InputError
 from batchscale.planning.calibration import (
     CALIBRATION_FOLDER,
     PREDICTORS,
@@ -98,7 +103,7 @@ def _key(folder: str) -> str:
 def calibrate_store(root: str, *, probe_seconds: float, branch_rule: str, branch_tolerance: float,
                     branch_seconds: float, rerun: bool = False, log=print) -> Calibration:
     """The calibration of every study under ``root`` (module docstring)."""
-    from batchscale.planning.predictions import probe_predictions
+    from batchscale.planning.predictions import branch_cap, probe_predictions
     from batchscale.store.filesystem import open_root
     from batchscale.training.step_timing import now_iso
 
@@ -119,10 +124,16 @@ def calibrate_store(root: str, *, probe_seconds: float, branch_rule: str, branch
             cached = None if rerun else _cached(fs, folder)
             predictions, source = cached or [], "probed by calibrate (re-used)"
             if cached is None:
-                predictions = probe_predictions(
-                    study.spec, probe_seconds=probe_seconds, rule=branch_rule,
-                    tolerance=branch_tolerance, branch_seconds=branch_seconds,
-                    log=lambda line: log(f"  {line}"))
+                try:
+                    predictions = probe_predictions(
+                        study.spec, probe_seconds=probe_seconds, rule=branch_rule,
+                        tolerance=branch_tolerance, branch_seconds=branch_seconds,
+                        log=lambda line: log(f"  {line}"), max_examples=branch_cap(examples))
+                except InputError as err:  # this study only: the others are still calibrated
+                    why = f"the probes cannot run on it: {err}"
+                    log(f"  left out: {why}")
+                    skipped.append((folder, why))
+                    continue
                 source = "probed by calibrate"
                 fs.write_text(f"{PROBES_FOLDER}/{_key(folder)}.json", json.dumps(
                     {"study": folder, "created": now_iso(),

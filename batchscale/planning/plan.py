@@ -8,7 +8,7 @@ size (``probe.noise_probe``), estimates the gradient noise scale B_simple
 trials, trained steps, device-hours, wall time and cost under its protocol
 (``estimate``). Last, the branched probe (``branched_probe``) measures the local critical
 batch size of Merrill et al. 2025 from the noise probe's best run's metaparameters, its
-branches within ``BRANCH_SHARE`` of the estimated study's trained examples, so the plan
+branches within ``predictions.BRANCH_SHARE`` of the estimated study's trained examples, so the plan
 gives two predictions, each by its named definition (``core.critical_batch_size``), with
 the compute each spent. It writes
 ``<study>/plan/plan.json`` and the step times to ``<study>/profile/step_times/`` (where
@@ -39,6 +39,7 @@ from batchscale.planning.grid import propose_grid
 from batchscale.planning.noise_scale import NoiseScale, estimate_noise_scale
 from batchscale.planning.pack_costs import PackCosts, measure_pack_costs
 from batchscale.planning.predictions import (
+    branch_cap,
     branched_prediction,
     chosen_prediction,
     prediction_estimates,
@@ -49,8 +50,6 @@ from batchscale.training.step_timing import now_iso
 
 PLAN_FORMAT = 1
 BUDGET_FACTOR = 3.0  # proposed budget / predicted S(B): room for trials slower than the best
-BRANCH_SHARE = 0.1  # the branched probe's branches stop at this share of the study's
-# estimated trained examples (issue 29: at most 10% of the sweep's)
 
 
 @dataclass
@@ -250,7 +249,7 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0,
 
     branched, skipped = branched_prediction(
         spec, pipeline, probe, branch_rule, branch_tolerance, branch_seconds,
-        int(BRANCH_SHARE * estimate_with(noise).trained_examples), log)
+        branch_cap(estimate_with(noise).trained_examples), log)
     calibration, why_none = read_calibration(store.fs)
     chosen, chosen_line = chosen_prediction(prediction_estimates(probe, noise, branched),
                                             calibration, why_none)

@@ -13,6 +13,8 @@ before there was a choice.
 
 from __future__ import annotations
 
+import math
+
 from batchscale.core.critical_batch_size import DEFINITIONS, CbsEstimate
 from batchscale.core.errors import InputError
 from batchscale.core.spec import StudySpec
@@ -22,6 +24,8 @@ from batchscale.planning.noise_scale import NoiseScale
 from batchscale.planning.probe import NoiseProbe
 
 DEFAULT_PREDICTOR = "b_simple"
+BRANCH_SHARE = 0.1  # the branched probe's branches stop at this share of the study's trained
+# examples (issue 29: at most 10% of the sweep's): ``plan``'s estimate, ``calibrate``'s count
 NOISE_NOTE = ("bootstrap interval over the probe's final window of measurements; examples: the "
               "probe runs' training and the gradient measurements")
 
@@ -80,7 +84,9 @@ def probe_predictions(spec: StudySpec, *, probe_seconds: float, rule: str, toler
                       branch_seconds: float, log=print,
                       max_examples: int | None = None) -> list[CbsEstimate]:
     """Both predictions for a study, as ``plan`` makes them (at the spec's smallest batch
-    size, from nothing of its sweep); ``calibrate`` runs this on finished studies."""
+    size, from nothing of its sweep; the branches within ``max_examples``: ``calibrate``,
+    which runs this on finished studies, passes ``branch_cap`` of the sweep's examples as
+    ``plan`` passes it of its estimate of them)."""
     from batchscale.planning.noise_scale import estimate_noise_scale
     from batchscale.planning.probe import noise_probe
     from batchscale.store.layout import StudyStore
@@ -94,20 +100,29 @@ def probe_predictions(spec: StudySpec, *, probe_seconds: float, rule: str, toler
     return list(prediction_estimates(probe, noise, branched).values())
 
 
+def branch_cap(trained_examples: float) -> int:
+    """The most training examples the branched probe may spend for a study that trains
+    ``trained_examples`` (``BRANCH_SHARE`` of them)."""
+    return int(BRANCH_SHARE * trained_examples)
+
+
 def chosen_prediction(estimates: dict[str, CbsEstimate], calibration: Calibration | None,
                       why_none: str | None = None) -> tuple[CbsEstimate, str]:
     """(the prediction the plan goes by, one line saying which and how far it has been
-    right before): the calibration's best-calibrated predictor where this plan has it,
-    else ``DEFAULT_PREDICTOR``."""
+    right before): the calibration's best-calibrated predictor where this plan measured it
+    (a finite value), else ``DEFAULT_PREDICTOR``."""
     best = calibration.best if calibration is not None else None
-    if best is not None and best.name in estimates:
+    measured = best is not None and best.name in estimates and math.isfinite(
+        estimates[best.name].value)  # a probe that ran but measured nothing (NaN) is no guide
+    if measured:
         return estimates[best.name], (
             f"the plan goes by {best.symbol}, the best-calibrated predictor in this store: "
             f"{best.sentence()}")
     default = estimates[DEFAULT_PREDICTOR]
     symbol = DEFINITIONS[DEFAULT_PREDICTOR].symbol
     if best is not None:
-        why = f"this store's best-calibrated predictor, {best.symbol}, was not measured here"
+        why = (f"this store's best-calibrated predictor, {best.symbol}, "
+               + ("measured nothing here" if best.name in estimates else "was not measured here"))
     elif calibration is not None:
         records = calibration.records
         why = ("no predictor in this store's calibration has a record on 2 or more studies"

@@ -1,6 +1,8 @@
 """``batchscale calibrate STORE`` on a real (tiny) finished digits study: both predictors
 probed for real and set against the sweep's fitted B*, an unfinished study left out with its
-reason, nothing of either study touched, and a second calibration re-using the probes."""
+reason, the branched probe capped as ``plan`` caps it (10% of the sweep's examples), nothing
+of either study touched, a second calibration re-using the probes, and a study the probes
+cannot run on (another backend) left out with its reason, not the whole calibration refused."""
 
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ def test_calibrate_sets_each_predictor_against_the_fitted_b_star(digits_store, t
         assert abs(r["share_of_sweep"] - r["predicted"]["examples"] / swept) < 1e-12
         if r["ratio"] is not None:
             assert abs(r["ratio"] - r["predicted"]["value"] / r["fitted"]["value"]) < 1e-9
+    if "b_branched" in rows:  # its branches stop at plan's share of the sweep's examples
+        assert f"branches within {int(0.1 * swept):,} examples" in rows["b_branched"]["predicted"]["note"]
     assert "waiting: unfinished" in out and "B_simple:" in out
     assert (tmp_path / "store/calibration/calibration.html").exists()
     assert before == {name: _files(tmp_path / "store" / name) for name in ("tiny", "waiting")}
@@ -57,3 +61,12 @@ def test_calibrate_sets_each_predictor_against_the_fitted_b_star(digits_store, t
     again = json.loads((tmp_path / "store/calibration/calibration.json").read_text())
     assert {r["source"] for r in again["rows"]} == {"probed by calibrate (re-used)"}
     assert [r["predicted"] for r in again["rows"]] == [r["predicted"] for r in raw["rows"]]
+
+    spec_file = tmp_path / "store/tiny/study_spec.json"  # as if trained on another backend
+    spec_file.write_text(json.dumps({**json.loads(spec_file.read_text()), "backend": "tensorflow"}))
+    capsys.readouterr()
+    assert main(["calibrate", root, "--rerun"]) == 0  # that study left out, not the calibration
+    third = json.loads((tmp_path / "store/calibration/calibration.json").read_text())
+    why = dict((s["study"], s["why"]) for s in third["skipped"])
+    assert third["rows"] == [] and why["tiny"].startswith("the probes cannot run on it: the "
+                                                          "probes need the JAX backend")

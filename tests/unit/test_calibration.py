@@ -154,3 +154,18 @@ def test_calibrate_refuses_bad_input_in_one_line_as_the_doc_says(tmp_path, capsy
         path = argv[1]
         assert err[0].startswith("batchscale: error: " + rows[case].replace("<folder>", path)), case
     assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["datasets"]  # nothing written
+
+
+def test_the_plan_never_goes_by_a_prediction_that_measured_nothing():
+    """A branched probe that ran but measured no branch point (out of time or examples, a
+    base run that diverged) gives B_branch = NaN [0, inf]: the plan must not size its grid,
+    estimate and budgets by it, even where B_branch is the best-calibrated predictor."""
+    from batchscale.planning.predictions import chosen_prediction
+
+    estimates = {"b_simple": CbsEstimate("b_simple", 400.0, 300.0, 500.0, 0.9, 100),
+                 "b_branched": CbsEstimate("b_branched", math.nan, 0.0, math.inf, 0.75, 900)}
+    good_branched = Calibration([row("a", "b_simple", 400.0), row("b", "b_simple", 350.0),
+                                 row("a", "b_branched", 120.0), row("b", "b_branched", 90.0)])
+    chosen, line = chosen_prediction(estimates, good_branched)
+    assert chosen.name == "b_simple" and math.isfinite(chosen.value)
+    assert "B_branch, measured nothing here" in line

@@ -176,3 +176,17 @@ def test_the_figure_marks_each_definition():
     sane(image)  # one panel's size, every text above the floor and inside the figure
     one_sided = critical_batch_sizes(fit(status=ABOVE), None, GOAL, SWEEP)
     sane(cbs_figures(fit(status=ABOVE), one_sided, "q")[CBS_FIGURE][0])
+
+
+def test_a_new_plan_without_b_branch_says_why_not_that_the_plan_is_old():
+    """A plan.json of today's ``plan`` whose branched probe was skipped (its reason under
+    ``branched.skipped``) or measured nothing (B_branch without a value) is not an older
+    plan: the report must say why B_branch is missing, not ask for the plan again."""
+    skipped = new_plan()
+    del skipped["critical_batch_sizes"]["b_branched"]
+    skipped["branched"] = {"skipped": "every noise probe run diverged"}
+    why = critical_batch_sizes(fit(), skipped, GOAL, SWEEP).missing["b_branched"]
+    assert "older" not in why and "every noise probe run diverged" in why
+    empty = new_plan(branched=(math.nan, 0.0, math.inf))
+    why = critical_batch_sizes(fit(), empty, GOAL, SWEEP).missing["b_branched"]
+    assert "older" not in why and "no value" in why

@@ -200,6 +200,21 @@ def plan_estimates(plan: dict | None) -> dict[str, CbsEstimate]:
     return found
 
 
+def _not_in_plan(plan: dict, name: str) -> str:
+    """Why plan.json has no usable ``name``: a plan written before ``critical_batch_sizes``
+    (plan again), or today's plan whose probe was skipped (its reason, ``branched.skipped``)
+    or measured nothing (an entry without a value)."""
+    stored = plan.get("critical_batch_sizes")
+    if not isinstance(stored, dict):
+        return (f"not in this study's plan.json (written by an older `batchscale plan`): "
+                f"{PLAN_HINT} again")
+    if name in stored:
+        return "in this study's plan.json with no value: its probe measured nothing"
+    branched = plan.get("branched") if name == "b_branched" else None
+    skipped = branched.get("skipped") if isinstance(branched, dict) else None
+    return "not measured by this study's plan" + (f": {skipped}" if skipped else "")
+
+
 def predict(est: CbsEstimate, b_star: CbsEstimate | None) -> Prediction:
     """``est`` against the fitted B* (``Prediction``)."""
     if b_star is None or b_star.value <= 0 or estimate_bound(b_star).kind not in (INTERVAL, VALUE):
@@ -218,9 +233,8 @@ def critical_batch_sizes(fit: RegimeFit | None, plan: dict | None, goal: str = "
     probes = plan_estimates(plan)
     for name in PREDICTED:
         if name not in probes:
-            missing[name] = f"not measured: {PLAN_HINT} ({PLAN_WHERE})" if plan is None else (
-                f"not in this study's plan.json (written by an older `batchscale plan`): "
-                f"{PLAN_HINT} again")
+            missing[name] = f"not measured: {PLAN_HINT} ({PLAN_WHERE})" if plan is None else \
+                _not_in_plan(plan, name)
     found = {e.name: e for e in [*fitted, *probes.values()]}
     estimates = tuple(found[name] for name in DEFINITIONS if name in found)
     b_star = found.get("b_star_fit")
