@@ -103,6 +103,7 @@ def _key(folder: str) -> str:
 def calibrate_store(root: str, *, probe_seconds: float, branch_rule: str, branch_tolerance: float,
                     branch_seconds: float, rerun: bool = False, log=print) -> Calibration:
     """The calibration of every study under ``root`` (module docstring)."""
+    from batchscale.analysis.statistics.critical_batch_sizes import estimate_text
     from batchscale.planning.predictions import branch_cap, probe_predictions
     from batchscale.store.filesystem import open_root
     from batchscale.training.step_timing import now_iso
@@ -143,12 +144,6 @@ def calibrate_store(root: str, *, probe_seconds: float, branch_rule: str, branch
             row = CalibrationRow(folder, label, goal, estimate, fitted, examples, source)
             rows.append(row)
             ratio = f"ratio {row.ratio:.3g}" if row.scored else "not scored (B* one-sided)"
-            log(f"  {estimate.definition.symbol} = {_interval(estimate)} against fitted "
-                f"B* {_interval(fitted)}: {ratio}, {100 * row.share:.2g}% of the sweep's examples")
+            log(f"  {estimate.definition.symbol} = {estimate_text(estimate)} against fitted "
+                f"B* {estimate_text(fitted)}: {ratio}, {100 * row.share:.2g}% of the sweep's examples")
     return Calibration(rows, skipped, now_iso(), time.time() - started)
-
-
-def _interval(e: CbsEstimate) -> str:
-    from batchscale.analysis.statistics.intervals import format_interval
-
-    return format_interval(e.value, e.low, e.high) if math.isfinite(e.value) else "none"

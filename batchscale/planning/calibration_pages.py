@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from batchscale.core.critical_batch_size import DEFINITIONS, CbsEstimate
+from batchscale.core.critical_batch_size import DEFINITIONS
 from batchscale.planning.calibration import (
     CALIBRATION_FOLDER,
     PREDICTORS,
@@ -22,20 +22,17 @@ FIGURE = "calibration.svg"
 MARKERS = {"b_simple": "o", "b_branched": "s"}
 
 
-def _interval(e: CbsEstimate) -> str:
-    from batchscale.analysis.statistics.intervals import format_interval
-
-    return format_interval(e.value, e.low, e.high) if math.isfinite(e.value) else "—"
-
-
 def table(calibration: Calibration) -> pd.DataFrame:
-    """One row per study and predictor, as the CSV, the Markdown and the HTML show it."""
+    """One row per study and predictor, as the CSV, the Markdown and the HTML show it
+    (each estimate in the report's one notation, ``critical_batch_sizes.estimate_text``)."""
+    from batchscale.analysis.statistics.critical_batch_sizes import estimate_text
+
     rows = []
     for r in calibration.rows:
         rows.append({
             "study": r.study, "workload": r.workload, "goal": r.goal,
             "predictor": DEFINITIONS[r.predicted.name].symbol,
-            "predicted": _interval(r.predicted), "fitted B*": _interval(r.fitted),
+            "predicted": estimate_text(r.predicted), "fitted B*": estimate_text(r.fitted),
             "predicted / fitted": (round(r.ratio, 3) if math.isfinite(r.ratio)
                                    else "not scored: B* one-sided" if not r.scored else None),
             "B* inside": r.covered, "intervals overlap": r.overlap,

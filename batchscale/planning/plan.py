@@ -247,14 +247,15 @@ def plan_study(spec: StudySpec, store, log=print, probe_seconds: float = 60.0,
             price=price, price_source=source, evaluation_seconds=probe.evaluation_seconds,
             costs=costs, diverged_share=sum(r.diverged for r in probe.runs) / max(1, len(probe.runs)))
 
+    by_noise = estimate_with(noise)  # the branches' cap, and the estimate when B_simple is chosen
     branched, skipped = branched_prediction(
         spec, pipeline, probe, branch_rule, branch_tolerance, branch_seconds,
-        branch_cap(estimate_with(noise).trained_examples), log)
+        branch_cap(by_noise.trained_examples), log)
     calibration, why_none = read_calibration(store.fs)
     chosen, chosen_line = chosen_prediction(prediction_estimates(probe, noise, branched),
                                             calibration, why_none)
     grid = propose_grid(chosen, largest=pipeline.num_train_examples)
-    estimate = estimate_with(chosen)
+    estimate = by_noise if chosen.name == "b_simple" else estimate_with(chosen)
     plan = Plan(spec, hw, probe, noise, grid, step_times, estimate, costs, price, source,
                 time.time() - started, branched, skipped, chosen.name, chosen_line)
     write_plan(store.fs, spec.name, plan.to_dict())
