@@ -12,10 +12,11 @@ docstring explains each choice below) widened to several studies:
   experiment's folder (the store root its studies share), and records the experiment
   there (``experiment.json``).
 - Each round's ``plan_experiment_round`` plans every study's stage exactly as the study
-  alone would (``rounds.experiment_stage``) and hands one ParallelFor all their packs,
-  the longest first, so the experiment's pack tasks share one pool (its ``parallelism``).
-  The loop item names its study; ``train_experiment_pack`` re-derives that study's spec
-  from the experiment spec and trains the pack as the study's own pipeline would.
+  alone would (``rounds.experiment_stage``) and deals all their packs, the longest first,
+  to at most ``parallelism`` lanes (``search.lanes``), so the experiment's pack tasks
+  share one pool. Each pack in a lane names its study; ``train_experiment_pack``
+  re-derives that study's spec from the experiment spec and trains the lane's packs one
+  after another, each as the study's own pipeline would.
 - ``compare_experiment`` is the ExitHandler's exit task, as a study's ``aggregate``: it
   runs once the rounds are over, whatever their outcome, writes each study's report and
   then the comparison, and shows the comparison's page, findings and metrics in the UI.
@@ -67,8 +68,8 @@ def build_experiment_pipeline(experiment: ExperimentSpec, store_root: str = "",
 
     @dsl.pipeline(name="train-experiment-pack-retried",
                   description="One pack task of one study, with its retry policy (the loop body).")
-    def train_pack_retried(experiment_spec: dict, item: dict, store_root: str):
-        task = train_experiment_pack(experiment_spec=experiment_spec, item=item, store_root=store_root)
+    def train_pack_retried(experiment_spec: dict, lane: dict, store_root: str):
+        task = train_experiment_pack(experiment_spec=experiment_spec, lane=lane, store_root=store_root)
         place_pack_task(task, trainer, trainer_image, preset, retries)
 
     @dsl.pipeline(name="experiment-round",
@@ -76,12 +77,13 @@ def build_experiment_pipeline(experiment: ExperimentSpec, store_root: str = "",
     def experiment_round(experiment_spec: dict, store_root: str, dataset_location: str, stage: int):
         packs = light(plan_experiment_round(experiment_spec=experiment_spec, store_root=store_root,
                                             dataset_location=dataset_location,
-                                            pack_sizes=pack_sizes, stage=stage))
+                                            pack_sizes=pack_sizes, stage=stage,
+                                            lanes=experiment.parallelism))
         packs.set_display_name("plan-round")
-        with dsl.ParallelFor(packs.output, parallelism=experiment.parallelism) as item:
-            trained = train_pack_retried(experiment_spec=experiment_spec, item=item,
+        with dsl.ParallelFor(packs.output, parallelism=experiment.parallelism) as lane:
+            trained = train_pack_retried(experiment_spec=experiment_spec, lane=lane,
                                          store_root=store_root)
-            trained.set_caching_options(False).set_display_name("pack")
+            trained.set_caching_options(False).set_display_name("lane")
 
     studies = ", ".join(s.label for s in experiment.studies)
     @dsl.pipeline(

@@ -110,32 +110,34 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
     trainer_image = model_image(spec, trainer.image, images)
     default_spec = spec.to_dict()
     pack_size = pack_size_for(spec, preset)
+    lanes = spec.parallelism  # pack tasks per round, all at once (search.lanes)
 
     def light(task):
         return place(task, LIGHT, light_image).set_caching_options(False)
 
     @dsl.pipeline(name="train-pack-retried",
-                  description="One pack task, with its retry policy (the loop body).")
-    def train_pack_retried(study_spec: dict, pack: dict, store_root: str):
-        task = train_pack(study_spec=study_spec, pack=pack, store_root=store_root)
+                  description="One lane of packs, with its retry policy (the loop body).")
+    def train_pack_retried(study_spec: dict, lane: dict, store_root: str):
+        task = train_pack(study_spec=study_spec, lane=lane, store_root=store_root)
         place_pack_task(task, trainer, trainer_image, preset, retries)
 
     @dsl.pipeline(name="study-round",
-                  description="One search round: plan its packs, then train them.")
+                  description="One search round: plan its packs, then train them in lanes.")
     def study_round(study_spec: dict, store_root: str, dataset_location: str, stage: int):
-        packs = light(plan_round(study_spec=study_spec, store_root=store_root,
-                                 dataset_location=dataset_location, pack_size=pack_size,
-                                 stage=stage))
-        packs.set_display_name("plan-round")
-        with dsl.ParallelFor(packs.output, parallelism=spec.parallelism) as pack:
-            trained = train_pack_retried(study_spec=study_spec, pack=pack, store_root=store_root)
-            trained.set_caching_options(False).set_display_name("pack")
+        planned = light(plan_round(study_spec=study_spec, store_root=store_root,
+                                   dataset_location=dataset_location, pack_size=pack_size,
+                                   stage=stage, lanes=lanes))
+        planned.set_display_name("plan-round")
+        with dsl.ParallelFor(planned.output, parallelism=lanes) as lane:
+            trained = train_pack_retried(study_spec=study_spec, lane=lane, store_root=store_root)
+            trained.set_caching_options(False).set_display_name("lane")
 
     @dsl.pipeline(
         name=pipeline_name(preset),
         description="Steps to a goal validation error against batch size, with metaparameters "
         f"tuned anew at every batch size (Shallue et al. 2019). Trainer placement: {preset}; "
-        f"{pack_size} trial(s) per pack task; up to {spec.max_rounds} search rounds. "
+        f"{pack_size} trial(s) per pack; each round's packs in at most {lanes} pack tasks at once "
+        f"(lanes; the compile-time --parallelism); up to {spec.max_rounds} search rounds. "
         f"Default study {spec.name}: {workload_line(spec.workload)}.",
     )
     def study_pipeline(study_spec: dict = default_spec, store_root: str = store_root):

@@ -23,6 +23,7 @@ from batchscale.cli.experiment import build_run_spec
 from batchscale.cli.options import (
     add_placement_args,
     add_spec_args,
+    for_cluster,
     images_arg,
     pipeline_store_arg,
 )
@@ -41,7 +42,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _checked(args: argparse.Namespace):
     """The study or experiment (``build_run_spec``), each study checked for the cluster
     before any connection is made."""
-    spec = build_run_spec(args)
+    spec = for_cluster(build_run_spec(args), args)
     for study in getattr(spec, "specs", (spec,)):
         check_for_cluster(study, get_preset(args.preset).image, images_arg(args))
     return spec

@@ -302,3 +302,22 @@ def table_width(args: argparse.Namespace) -> int | None:
     import shutil
 
     return None if getattr(args, "wide", False) else shutil.get_terminal_size((80, 24)).columns
+
+
+# Pack tasks (lanes) a round runs at once on a cluster unless --parallelism or the spec
+# says otherwise: 16 lanes keep a paper-size study (3 rounds) at 48 loop iterations and
+# about 210 pods (``pipelines.pipeline_size``), while a spec's local default of 2 would
+# leave a cluster's node pool all but idle.
+CLUSTER_PARALLELISM = 16
+LOCAL_PARALLELISM = StudySpec.__dataclass_fields__["parallelism"].default
+
+
+def for_cluster(spec, args: argparse.Namespace):
+    """``spec`` (a study or an experiment) as a cluster runs it: its ``parallelism`` is
+    ``--parallelism`` when given, else the spec's when it is not the local default (2),
+    else ``CLUSTER_PARALLELISM``."""
+    import dataclasses
+
+    if getattr(args, "parallelism", None) is not None or spec.parallelism != LOCAL_PARALLELISM:
+        return spec
+    return dataclasses.replace(spec, parallelism=CLUSTER_PARALLELISM)

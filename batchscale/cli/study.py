@@ -27,6 +27,7 @@ from batchscale.cli.options import (
     add_spec_args,
     add_wide_arg,
     check_here,
+    for_cluster,
     images_arg,
     pipeline_store_arg,
     table_width,
@@ -113,9 +114,10 @@ def absolute_store(spec: StudySpec) -> StudySpec:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    from batchscale.pipelines.pipeline_size import size as compiled_size
     from batchscale.pipelines.study import compile_pipeline
 
-    spec = build_run_spec(args)
+    spec = for_cluster(build_run_spec(args), args)
     if isinstance(spec, ExperimentSpec):
         from batchscale.cli.experiment import compile_experiment
 
@@ -123,7 +125,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     images = images_arg(args)
     compile_pipeline(spec, args.output, store_root=pipeline_store_arg(args), preset=args.preset,
                      images=images)
-    print(f"wrote {args.output} (study {spec.name}, parallelism {spec.parallelism}, preset {args.preset})")
+    print(f"wrote {args.output} (study {spec.name}, {spec.parallelism} pack tasks at once, "
+          f"preset {args.preset}): {compiled_size(args.output, spec.parallelism).line()}")
     if not (args.pipeline_store or spec.store.startswith("gs://")):
         print("note: the default store is a local folder; pass --pipeline-store gs://BUCKET/PREFIX "
               "or set store_root when starting the run on a cluster", file=sys.stderr)

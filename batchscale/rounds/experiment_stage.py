@@ -12,6 +12,7 @@ from __future__ import annotations
 from batchscale.core.experiment import ExperimentSpec
 from batchscale.core.spec import PackSpec, SpecError
 from batchscale.rounds.planner import pack_seconds, plan_stage
+from batchscale.search.lanes import deal_lanes, lane_items
 from batchscale.store.layout import StudyStore
 
 
@@ -20,6 +21,26 @@ def plan_experiment_stage(experiment: ExperimentSpec, stage: int, pack_sizes: di
     """(study label, pack) of stage ``stage`` over every study, the longest expected pack
     first (ties: the studies' order, then each study's own order). ``pack_sizes``: each
     study's pack size (its model decides it), by label."""
+    timed = _timed_packs(experiment, stage, pack_sizes, log)
+    ordered = sorted(range(len(timed)), key=lambda i: -timed[i][0])  # stable: ties keep order
+    return [(timed[i][1], timed[i][2]) for i in ordered]
+
+
+def plan_experiment_lanes(experiment: ExperimentSpec, stage: int, pack_sizes: dict[str, int],
+                          lanes: int, log=print) -> tuple[list[dict], int]:
+    """Stage ``stage``'s packs of every study dealt to at most ``lanes`` lanes
+    (``search.lanes``), as the loop's items: ``{"lane": K, "packs": [{"study": LABEL,
+    "pack": PackSpec dict}, ...]}``; and how many packs they hold."""
+    timed = _timed_packs(experiment, stage, pack_sizes, log)
+    dealt = deal_lanes(list(range(len(timed))), lambda i: timed[i][0], lanes)
+    items = [[{"study": timed[i][1], "pack": timed[i][2].to_dict()} for i in lane] for lane in dealt]
+    return lane_items(items), len(timed)
+
+
+def _timed_packs(experiment: ExperimentSpec, stage: int, pack_sizes: dict[str, int],
+                 log) -> list[tuple[float, str, PackSpec]]:
+    """(expected seconds, study label, pack) of stage ``stage`` over every study, in the
+    studies' order (``plan_stage``, which registers each study at stage 1)."""
     missing = [s.label for s in experiment.studies if s.label not in pack_sizes]
     if missing:  # checked before stage 1 registers any study: nothing written
         raise SpecError(f"experiment_spec: study {missing[0]!r} is not one this pipeline was "
@@ -33,5 +54,4 @@ def plan_experiment_stage(experiment: ExperimentSpec, stage: int, pack_sizes: di
                            log=lambda line, label=study.label: log(f"{label}: {line}"))
         seconds = pack_seconds(study.spec, store)
         timed += [(seconds(p), study.label, p) for p in packs]
-    ordered = sorted(range(len(timed)), key=lambda i: -timed[i][0])  # stable: ties keep order
-    return [(timed[i][1], timed[i][2]) for i in ordered]
+    return timed

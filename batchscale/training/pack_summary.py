@@ -36,7 +36,9 @@ class PackSummary:
 
 
 def summarize_pack(spec: StudySpec, pack: PackSpec, trials: list[TrialSpec], metas: list[dict],
-                   store: StudyStore) -> PackSummary:
+                   store: StudyStore, title: str | None = None) -> PackSummary:
+    """The summary of ``pack``'s trials; ``title`` names a lane of several packs
+    (``training.pack_task``), whose trials ``pack`` gathers by batch size."""
     goal = spec.goals[0]
     watched = f"val/{goal.metric}"
     better = min if goal.direction == "minimize" else max
@@ -67,7 +69,7 @@ def summarize_pack(spec: StudySpec, pack: PackSpec, trials: list[TrialSpec], met
     head = [*(["batch size"] if pack.mixed else []), "trial", "status", "stop reason", "steps",
             f"reached {goal.label} at", f"best {watched}", *parameters]
     lines = [
-        f"### Pack {pack.pack_id}: {_holds(pack)}",
+        f"### {title}: {_holds(pack, lane=True)}" if title else f"### Pack {pack.pack_id}: {_holds(pack)}",
         "",
         f"Study `{spec.name}` ({spec.workload.label}"
         f"), protocol {spec.protocol}. " + _fewest(pack, reached, goal.label),
@@ -81,7 +83,7 @@ def summarize_pack(spec: StudySpec, pack: PackSpec, trials: list[TrialSpec], met
     ]
     counts = ", ".join(f"{n} {s}" for s, n in sorted(
         {s: statuses.count(s) for s in set(statuses)}.items()))
-    return PackSummary(metrics, "\n".join(lines) + "\n", f"{pack.pack_id}: {counts}")
+    return PackSummary(metrics, "\n".join(lines) + "\n", f"{title or pack.pack_id}: {counts}")
 
 
 def _metric_prefix(pack: PackSpec):
@@ -90,14 +92,14 @@ def _metric_prefix(pack: PackSpec):
     return (lambda batch_size: f"b{batch_size}_") if pack.mixed else (lambda _: "")
 
 
-def _holds(pack: PackSpec) -> str:
+def _holds(pack: PackSpec, lane: bool = False) -> str:
     """What the pack holds, in words: ``batch size 16, trials 1, 2, 3``, or for a mixed
     pack ``batch sizes 8 (trials 1, 2), 16 (trials 1, 2), planned as one mixed pack``
     (whether they shared one step is the trainer's call, in each trial's metadata)."""
     if not pack.mixed:
         return f"batch size {pack.batch_size}, trials {', '.join(map(str, pack.trial_ids))}"
     parts = ", ".join(f"{b} (trials {', '.join(map(str, ids))})" for b, ids in pack.parts)
-    return f"batch sizes {parts}, planned as one mixed pack"
+    return f"batch sizes {parts}" + ("" if lane else ", planned as one mixed pack")
 
 
 def _fewest(pack: PackSpec, reached: dict[int, list[int]], goal: str) -> str:

@@ -221,3 +221,33 @@ def test_a_pipeline_compiled_without_plugins_names_none(tmp_path, monkeypatch):
     doc = _compile(tmp_path, "--pipeline-store", "gs://b/s")
     for executor in doc["deploymentSpec"]["executors"].values():
         assert "BATCHSCALE_PLUGINS" not in {e["name"] for e in executor["container"].get("env", [])}
+
+
+PAPER_BATCH_SIZES = ",".join(str(2**k) for k in range(1, 15))  # 14 batch sizes
+
+
+@pytest.mark.parametrize("preset", ["cpu", "tpu-v5e-2x2"])
+def test_a_paper_size_study_stays_small_on_a_cluster(tmp_path, preset, capsys):
+    """14 batch sizes x 100 trials, 3 rounds: one pack per loop iteration made 98 (cpu) and
+    140 (tpu-v5e-2x2) iterations in round 1 alone; lanes bound every round at the
+    cluster's default parallelism, whatever the study's size (``pipelines.pipeline_size``)."""
+    from batchscale.cli.options import CLUSTER_PARALLELISM
+    from batchscale.pipelines.pipeline_size import size
+
+    out = tmp_path / "paper.yaml"
+    assert main(["compile", "--workload", "mnist/simple_cnn_base", "--batch-sizes", PAPER_BATCH_SIZES,
+                 "--trials", "100", "--pipeline-store", "gs://b/s", "--preset", preset,
+                 "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    doc = next(yaml.safe_load_all(out.read_text()))
+    loops = [t for c in doc["components"].values() for t in c.get("dag", {}).get("tasks", {}).values()
+             if "parameterIterator" in t]
+    assert [t["iteratorPolicy"]["parallelismLimit"] for t in loops] == [CLUSTER_PARALLELISM] * 3
+    counted = size(str(out), CLUSTER_PARALLELISM)
+    assert counted.iterations <= 64 and counted.pods <= 256, counted
+    assert counted.line() in printed and f"{CLUSTER_PARALLELISM} pack tasks at once" in printed
+    assert f"at most {CLUSTER_PARALLELISM} pack tasks at once" in doc["pipelineInfo"]["description"]
+    # the spec's parallelism still wins where it says so: --parallelism, or a value set
+    assert main(["compile", "--workload", "mnist/simple_cnn_base", "--parallelism", "3",
+                 "--output", str(out)]) == 0
+    assert "3 pack tasks at once" in capsys.readouterr().out

@@ -33,12 +33,12 @@ def test_prepare_data_then_plan_round_then_train_pack(kfp_local, tmp_path):
     x, y = store.read_split("digits", "validation")
     assert x.shape == (250, 8, 8, 1) and set(y) == set(range(10))
 
-    packs = plan_round(study_spec=raw, store_root="", dataset_location=prep.outputs["Output"], pack_size=2,
-                       stage=1).output
-    # longest expected first (no step-time profile yet: steps x batch size, search.pack_order)
-    assert [(p["pack_id"], p["batch_size"], p["trial_ids"]) for p in packs] == [
-        ("b128-t1-2", 128, [1, 2]), ("b128-t3", 128, [3]), ("b16-t1-2", 16, [1, 2]),
-        ("b16-t3", 16, [3])]
+    lanes = plan_round(study_spec=raw, store_root="", dataset_location=prep.outputs["Output"],
+                       pack_size=2, stage=1, lanes=2).output
+    # dealt longest first (no step-time profile yet: steps x batch size, search.pack_order)
+    # to the lane with the least work so far (search.lanes)
+    assert [(lane["lane"], lane["kind"], [p["pack_id"] for p in lane["packs"]]) for lane in lanes] == [
+        (1, "one_pod", ["b128-t1-2"]), (2, "one_pod", ["b128-t3", "b16-t1-2", "b16-t3"])]
     spec = parse_spec(raw)
     assert parse_spec(store.read_spec_dict("tiny")) == spec
     assert store.fs.exists("tiny/digits/fc_32/nesterov_momentum/128/study.json")
@@ -46,8 +46,9 @@ def test_prepare_data_then_plan_round_then_train_pack(kfp_local, tmp_path):
     again = prepare_data(study_spec=raw, store_root="")  # second time: re-used, not rewritten
     assert again.outputs["Output"] == prep.outputs["Output"]
 
-    # one pack task: its two trials re-derived from the spec, trained, each in its own folder
-    task = train_pack(study_spec=raw, pack=packs[0], store_root="")
+    # one pack task, lane 1 (one pack): its two trials re-derived from the spec, trained,
+    # each in its own folder
+    task = train_pack(study_spec=raw, lane=lanes[0], store_root="")
     summary = task.outputs["Output"]
     counts = dict(reversed(part.split(" ")) for part in summary.removeprefix("b128-t1-2: ").split(", "))
     assert set(counts) <= {"COMPLETE", "INFEASIBLE"} and sum(map(int, counts.values())) == 2, summary
