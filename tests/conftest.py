@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from batchscale.training.signals import StopRequest
 from batchscale.validation import parse_spec
 
 GCS_TEST_BUCKET = "batchscale-test"
@@ -272,16 +273,22 @@ def share_datasets(store_root: str, into: str) -> None:
                     copy_function=os.link)
 
 
-class StopAfter:
-    """A stop request that turns on at the ``checks``-th time the trainer looks at it."""
+class StopAfter(StopRequest):
+    """A stop request that turns on at the ``checks``-th time the trainer looks at it (no
+    signal, so no deadline: the loops' own checkpoint is what is tested)."""
 
     def __init__(self, checks: int):
         self.checks = checks
+        super().__init__(deadline=None)
 
     @property
     def requested(self) -> bool:
         self.checks -= 1
         return self.checks < 0
+
+    @requested.setter
+    def requested(self, _value) -> None:
+        pass  # StopRequest's own flag: this one counts checks instead
 
 
 PROTOCOL_PLUGIN = "tests.stand_ins.protocol_plugin"  # registers the test-only "goal_alone"

@@ -240,6 +240,13 @@ class _Loop:
     # ---- the loop -------------------------------------------------------------------
     def evaluations(self):
         """Train the group evaluation by evaluation, yielding after each (``in_lockstep``)."""
+        deadline = self.stop.on_deadline(self._write_held)  # a stop that cannot wait (signals)
+        try:
+            yield from self._evaluations()
+        finally:
+            self.stop.forget(deadline)
+
+    def _evaluations(self):
         first = self.live()[0]
         step = first.step
         grid = sorted(set().union(*(self.grids[p] for p, r in enumerate(self.runs) if not r.done)))
@@ -249,6 +256,7 @@ class _Loop:
         elif any(self._due(p, step) and not r.life.evaluated() for p, r in enumerate(self.runs)):
             self._evaluate(step)  # checkpointed after training up to an evaluation step
             self._finish_some(step)
+        self._hold()
         yield step
         for target in grid:
             if not self.live():
@@ -259,20 +267,38 @@ class _Loop:
                 n = min(target - step, self.chunk_steps)
                 step = self.step = self._train(step, n)
                 if self.stop.requested:
-                    self.checkpoint(step)
-                    self.stop_checkpointed = True
-                    message = (f"stopped at step {step}: {len(self.live())} trial(s) "
-                               "checkpointed; run the pack again to resume")
-                    self.log(message)
-                    raise Stopped(message)
+                    self._stop(step)
                 if time.time() - self.last_checkpoint >= self.spec.checkpoint_seconds:
                     self.checkpoint(step)
+            if self.stop.requested:  # an evaluation may outlast the notice: resume evaluates
+                self._stop(step)
             self._evaluate(step)
             self._finish_some(step)
+            self._hold()
             if time.time() - self.last_flush > self.flush_seconds:
                 self._flush(step)
             yield step
         self._finish_some(step, final=True)  # e.g. resumed at its budget, evaluated
+
+    def _stop(self, step: int) -> None:
+        """A requested stop: checkpoint every unfinished trial here, then raise ``Stopped``."""
+        with self.stop.final_checkpoint():
+            self.checkpoint(step)
+        self.stop_checkpointed = True
+        message = (f"stopped at step {step}: {len(self.live())} trial(s) "
+                   "checkpointed; run the pack again to resume")
+        self.log(message)
+        raise Stopped(message)
+
+    def _hold(self) -> None:
+        """Each unfinished trial, just evaluated, kept in memory (``TrialLife.hold``)."""
+        for position, run in enumerate(self.runs):
+            if not run.done:
+                run.life.hold(self._snapshot(position))
+
+    def _write_held(self) -> None:
+        for run in self.live():
+            run.life.write_held()
 
     def live(self) -> list[TrialRun]:
         return [r for r in self.runs if not r.done]

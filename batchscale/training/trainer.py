@@ -99,8 +99,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
         watched = f"val/{spec.goals[0].metric}"
         grid = evaluation_steps(max_steps, spec.evaluation.resolution)
 
-        started = last_flush = last_checkpoint = time.time()
-        outcome = None
+        started = time.time()
         checkpoint = life.start()
         if checkpoint is not None:
             _restore(model, optimizer, checkpoint.arrays)
@@ -113,33 +112,57 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
             arrays = {**_variables(model, optimizer), **({"order": order} if order is not None else {})}
             return arrays, {"order": order_state}
 
-        for target in grid[1:]:
-            if target < life.step or (target == life.step and life.evaluated()):
-                continue  # resumed past this evaluation
-            while life.step < target:
-                tick = time.time()
-                n = train.steps_for(target - life.step)
-                finite = math.isfinite(train(n))
-                life.trained(life.step + n, time.time() - tick, finite)
-                if stop is not None and stop.requested:
-                    life.checkpoint(snapshot)
-                    log(f"{life.label}: stopped at step {life.step} and checkpointed; run it "
-                        "again to resume")
-                    raise Stopped(f"stopped at step {life.step}")
-                if time.time() - last_checkpoint >= spec.checkpoint_seconds:
-                    life.checkpoint(snapshot)
-                    last_checkpoint = time.time()
-            life.record(evaluate(life.step, started))
-            outcome = life.outcome()
-            if outcome is not None:
-                break
-            if time.time() - last_flush > FLUSH_SECONDS:
-                life.flush()
-                last_flush = time.time()
-                log(f"{life.label}: step {life.step}/{max_steps} {watched} {life.rows[-1][watched]:.4f}")
+        life.hold(snapshot)
+        deadline = stop.on_deadline(life.write_held) if stop is not None else None
+        try:
+            outcome = _train_to_outcome(spec, life, train, evaluate, snapshot, grid, stop, log,
+                                        started, watched, max_steps)
+        finally:
+            if deadline is not None:
+                stop.forget(deadline)
         if outcome is None:  # e.g. resumed at its budget, evaluated: nothing left to train
             outcome = life.outcome(final=True)
         return life.finish(outcome, pipeline.num_train_examples, time.time() - started, snapshot)
+
+
+def _train_to_outcome(spec, life, train, evaluate, snapshot, grid, stop, log, started, watched,
+                      max_steps):
+    """Train and evaluate along ``grid`` until the trial has an outcome (None: nothing
+    left to train); a stop request checkpoints here and raises ``Stopped``, before an
+    evaluation too (one may outlast the notice: the resumed trial evaluates there)."""
+    last_flush = last_checkpoint = time.time()
+    for target in grid[1:]:
+        if target < life.step or (target == life.step and life.evaluated()):
+            continue  # resumed past this evaluation
+        while life.step < target:
+            tick = time.time()
+            n = train.steps_for(target - life.step)
+            finite = math.isfinite(train(n))
+            life.trained(life.step + n, time.time() - tick, finite)
+            if stop is not None and stop.requested:
+                _stop(life, snapshot, stop, log)
+            if time.time() - last_checkpoint >= spec.checkpoint_seconds:
+                life.checkpoint(snapshot)
+                last_checkpoint = time.time()
+        if stop is not None and stop.requested:
+            _stop(life, snapshot, stop, log)
+        life.record(evaluate(life.step, started))
+        outcome = life.outcome()
+        if outcome is not None:
+            return outcome
+        life.hold(snapshot)
+        if time.time() - last_flush > FLUSH_SECONDS:
+            life.flush()
+            last_flush = time.time()
+            log(f"{life.label}: step {life.step}/{max_steps} {watched} {life.rows[-1][watched]:.4f}")
+    return None
+
+
+def _stop(life, snapshot, stop, log) -> None:
+    with stop.final_checkpoint():
+        life.checkpoint(snapshot)
+    log(f"{life.label}: stopped at step {life.step} and checkpointed; run it again to resume")
+    raise Stopped(f"stopped at step {life.step}")
 
 
 def _variables(model, optimizer) -> dict[str, np.ndarray]:

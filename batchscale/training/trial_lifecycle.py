@@ -88,6 +88,7 @@ class TrialLife:
         self.curves = TrialCurves(store.fs, spec, trial, params, log)
         self.rows: list[dict] = []
         self.step, self.train_seconds, self.finite = 0, 0.0, True
+        self._held = None  # (arrays, state, progress) at its last evaluation: ``hold``
 
     @property
     def label(self) -> str:
@@ -151,6 +152,29 @@ class TrialLife:
         """A checkpoint to resume from exactly here, then a ``flush``."""
         self._write_checkpoint(snapshot)
         self.flush()
+
+    def hold(self, snapshot: Snapshot) -> None:
+        """Keep a copy of the trial as it is now, just evaluated, in memory: what
+        ``write_held`` checkpoints when a stop cannot wait for the engine
+        (``signals.StopRequest``'s deadline). The arrays are copied: an engine's buffers
+        are reused (donated) by the steps that follow."""
+        import json
+
+        import numpy as np
+
+        arrays, state = snapshot()
+        self._held = ({k: np.array(v, copy=True) for k, v in arrays.items()},
+                      json.loads(json.dumps(state)),
+                      {"step": self.step, "rows": [dict(r) for r in self.rows],
+                       "train_seconds": self.train_seconds, "finite": self.finite})
+
+    def write_held(self) -> None:
+        """Checkpoint what ``hold`` kept (nothing when it kept nothing): the trial resumes
+        from its last evaluation, at most one evaluation interval back."""
+        if self._held is not None:
+            arrays, state, progress = self._held
+            write_checkpoint(self.store, self.spec, self.trial, arrays, {**progress, **state})
+            self.log(f"{self.label}: checkpointed at step {progress['step']}, its last evaluation")
 
     def finish(self, outcome: tuple[str, str], num_train_examples: int, wall_time: float,
                snapshot: Snapshot, **extra) -> dict:

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from batchscale.search.trials import make_trials
-from batchscale.store.checkpoints import checkpoint_path
+from batchscale.store.checkpoints import checkpoint_path, read_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.training.packs import run_pack
 from batchscale.training.trial_lifecycle import TrialLife
@@ -53,11 +53,11 @@ def references(tmp_path_factory):
     return out
 
 
-def _start(spec, tmp_path, width: int = 1) -> subprocess.Popen:
+def _start(spec, tmp_path, width: int = 1, *more: str) -> subprocess.Popen:
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec.to_dict()))
     return subprocess.Popen([sys.executable, "-m", "tests.integration.pack_driver", str(spec_file),
-                             str(BATCH), str(width)], stdout=subprocess.PIPE,
+                             str(BATCH), str(width), *more], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -128,6 +128,54 @@ def test_sigterm_checkpoints_then_resumes(references, tmp_path):
     assert again.returncode == 0, out
     assert "resumed from its checkpoint" in out
     _assert_same(store, spec, references[1])
+
+
+def test_a_stop_within_a_15s_notice_loses_at_most_one_evaluation_interval(references, tmp_path):
+    """SIGTERM while an evaluation runs that outlasts GKE's 15 s notice (60 s here; it
+    cannot be interrupted): 10 s after the signal every trial's state at its last finished
+    evaluation is checkpointed and the pack exits 143, before the kubelet's SIGKILL would
+    come. Each trial loses the one evaluation interval under way and nothing evaluated;
+    the re-run records the uninterrupted history."""
+    spec, store = _prepared(str(tmp_path / "store"))
+    marker = tmp_path / "slow"
+    child = _start(spec, tmp_path, 1, str(marker))
+    _wait_for_checkpoint(store, spec, child)  # training is under way
+    marker.write_text("")
+    for line in child.stdout:  # the next evaluation starts, and takes 60 s
+        if line.startswith("evaluating slowly at step"):
+            slow_step = int(line.split()[-1])
+            break
+    else:
+        pytest.fail("the pack ended before an evaluation ran slowly")
+    child.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    try:
+        out, _ = child.communicate(timeout=15)  # the notice: SIGKILL after it
+    except subprocess.TimeoutExpired:
+        child.kill()
+        pytest.fail("the pack outlived its 15 s notice")
+    assert child.returncode == 143, out
+    assert 5 < time.monotonic() - stopped < 15, "the held state is written at the deadline"
+    assert "writing each trial's last evaluated state" in out and ", its last evaluation" in out
+    reference = references[1]
+    interval = {}
+    for trial in make_trials(spec):
+        if not store.fs.exists(checkpoint_path(spec, trial)):
+            continue  # finished before the stop
+        state = read_checkpoint(store, spec, trial, log=lambda *_: None).state
+        evaluated = [row["step"] for row in reference[trial.trial_id][3]]
+        # the checkpoint sits at an evaluation of the trial with every evaluation up to it:
+        # its last one (a group ahead, in turns) or the one before the slow evaluation
+        assert state["step"] in evaluated, (trial, state["step"])
+        assert state["step"] >= max(s for s in evaluated if s < slow_step), (trial, state["step"])
+        assert [row["step"] for row in state["rows"]] == [s for s in evaluated if s <= state["step"]]
+        interval[trial.trial_id] = slow_step - state["step"]
+    # the trial evaluating slowly lost exactly the interval it had trained
+    assert interval and max(interval.values()) > 0, interval
+    again = _start(spec, tmp_path)
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, out
+    _assert_same(store, spec, reference)
 
 
 class _Killed(BaseException):
