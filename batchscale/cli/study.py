@@ -151,6 +151,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     sys.stdout.flush()  # a closed stdout ends the command here, before anything reaches stderr
     size = pack_size_for(spec, args.preset)
     how = "set by the spec" if spec.pack_size else f"for preset {args.preset}"
-    print(f"pack size {size} ({how}): {len(make_packs(spec, size))} pack tasks for "
-          f"{len(spec.batch_sizes) * spec.trials_per_batch_size} trials", file=sys.stderr)
+    packs = len(make_packs(spec, size))
+    print(f"pack size {size} ({how}): {packs} packs for "
+          f"{len(spec.batch_sizes) * spec.trials_per_batch_size} trials, round 1 in "
+          f"{min(packs, spec.parallelism)} lane(s) (pack tasks at once: parallelism "
+          f"{spec.parallelism})", file=sys.stderr)
     return 0
