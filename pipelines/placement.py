@@ -190,24 +190,26 @@ def multi_host_placement(name: str) -> dict:
     data: the ``placement`` input of ``train_multihost_pack`` (a constant of the compiled
     pipeline), which ``batchscale.kube.trainjob_manifest`` copies into each pod of the
     TrainJob or JobSet. The same requests, accelerator, selectors, tolerations and
-    environment ``place`` gives a one-pod task; the image travels separately."""
+    environment ``place`` gives a one-pod task; the image travels separately. Settings a
+    preset leaves unset (limits, the exclusive topology of a GPU job) are left out."""
     preset = get_preset(name)
     if preset.hosts < 2:
         raise InputError(f"preset {name!r} is single-host; multi-host presets: "
                          f"{', '.join(n for n, p in PRESETS.items() if p.hosts > 1)}")
-    return {"preset": name, "hosts": preset.hosts,
-            "cpu": preset.cpu, "memory": preset.memory,
-            "cpu_limit": preset.cpu_limit, "memory_limit": preset.memory_limit,
-            "accelerator": preset.accelerator, "accelerator_count": preset.accelerator_count,
-            "node_selectors": dict(preset.node_selectors),
-            "tolerations": [{k: v for k, v in vars(t).items() if v is not None}
-                            for t in preset.tolerations],
-            "env": pod_env(preset, name),
-            "timeout_seconds": preset.pack_timeout_seconds,
-            # A multi-host TPU slice is one node pool (its hosts joined by ICI): all pods of
-            # one job in one pool, and no other job's pods there.
-            "exclusive_topology": ("cloud.google.com/gke-nodepool"
-                                   if preset.accelerator == TPU_RESOURCE else None)}
+    settings = {"preset": name, "hosts": preset.hosts,
+                "cpu": preset.cpu, "memory": preset.memory,
+                "cpu_limit": preset.cpu_limit, "memory_limit": preset.memory_limit,
+                "accelerator": preset.accelerator, "accelerator_count": preset.accelerator_count,
+                "node_selectors": dict(preset.node_selectors),
+                "tolerations": [{k: v for k, v in vars(t).items() if v is not None}
+                                for t in preset.tolerations],
+                "env": pod_env(preset, name),
+                "timeout_seconds": preset.pack_timeout_seconds,
+                # A multi-host TPU slice is one node pool (its hosts joined by ICI): all pods of
+                # one job in one pool, and no other job's pods there.
+                "exclusive_topology": ("cloud.google.com/gke-nodepool"
+                                       if preset.accelerator == TPU_RESOURCE else None)}
+    return {k: v for k, v in settings.items() if v is not None}  # a KFP constant holds no None
 
 
 def format_presets() -> str:

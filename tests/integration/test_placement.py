@@ -112,7 +112,8 @@ def test_multi_host_placement_is_the_one_pod_placement_of_every_host():
                                            for t in p.tolerations]
         assert settings["env"] == {CPUS_ENV: p.cpu, "BATCHSCALE_PRESET": name}
         assert settings["timeout_seconds"] == p.pack_timeout_seconds
-        assert (settings["exclusive_topology"] is not None) == (p.accelerator == TPU_RESOURCE)
+        assert ("exclusive_topology" in settings) == (p.accelerator == TPU_RESOURCE)
+        assert None not in settings.values()
         assert json.loads(json.dumps(settings)) == settings  # a KFP constant: plain JSON
     with pytest.raises(ValueError, match="preset 'tpu-v5e-2x2' is single-host; multi-host presets: "
                                          "nvidia-h100-80gb-2x8, tpu-v5e-4x4, tpu-v6e-4x4"):

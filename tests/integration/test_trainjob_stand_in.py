@@ -3,9 +3,8 @@ the real ``kubernetes`` client, configured from a kubeconfig as outside a cluste
 the TrainJob (or the JobSet where Trainer is absent) with the preset's shape and placement,
 follows it to its end with process 0's log in the task's log, fails with a failed job,
 re-attaches to a running one instead of starting a second, and deletes it when the task
-gets SIGTERM. No controller runs: the test writes the statuses Trainer or JobSet would."""
-
-from __future__ import annotations
+gets SIGTERM. No controller runs: the test writes the statuses Trainer or JobSet would.
+(No ``from __future__ import annotations``: KFP reads the pipeline's annotations as types.)"""
 
 import json
 import os
@@ -237,3 +236,27 @@ def test_sigterm_deletes_the_job_and_the_task_exits_143(cluster, tmp_path):
     assert [r["path"].rsplit("/", 1)[1] for r in deletes] == [name]
     assert deletes[0]["body"]["propagationPolicy"] == "Foreground"
     assert "task stopped (SIGTERM)" in output and not api.objects
+
+
+def test_the_component_compiles_with_its_placement_as_a_constant(tmp_path):
+    """How the pipeline uses it: the placement fixed at compile time, the run's id from
+    KFP's placeholder; the task runs in the light image and asks for no accelerator."""
+    import yaml
+    from kfp import compiler, dsl
+
+    from batchscale.core.images import LIGHT_IMAGE
+
+    @dsl.pipeline(name="multihost-pack")
+    def pipeline(study_spec: dict, pack: dict, store_root: str):
+        train_multihost_pack(study_spec=study_spec, pack=pack, store_root=store_root,
+                             placement=multi_host_placement("tpu-v6e-4x4"), image=IMAGE,
+                             kfp_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER)
+
+    path = tmp_path / "p.yaml"
+    compiler.Compiler().compile(pipeline, str(path))
+    doc = yaml.safe_load(path.read_text())
+    (executor,) = doc["deploymentSpec"]["executors"].values()
+    assert executor["container"]["image"] == LIGHT_IMAGE and "resources" not in executor["container"]
+    inputs = doc["root"]["dag"]["tasks"]["train-multihost-pack"]["inputs"]["parameters"]
+    assert inputs["placement"]["runtimeValue"]["constant"]["hosts"] == 4
+    assert inputs["kfp_run"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
