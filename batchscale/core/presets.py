@@ -125,8 +125,9 @@ CPU_POOL = PresetFacts("cpu", CPU, 1, "2", "4G", "the cluster's default CPU pool
 L4 = _gpu("nvidia-l4", "g2-standard-8", "6", "24Gi", "1 NVIDIA L4 (24 GB), spot", 0.85)
 A100 = _gpu("nvidia-a100-80gb", "a2-ultragpu-1g", "10", "140Gi", "1 NVIDIA A100 80 GB, spot", 5.07)
 H100 = _gpu("nvidia-h100-80gb", "a3-highgpu-1g", "24", "200Gi", "1 NVIDIA H100 80 GB, spot", 11.06)
-# One a3-highgpu-8g node (8 H100s), and two of them for one trial (GPU list price per GPU,
-# the same as a3-highgpu-1g's): the 2-node preset's small batch sizes train on one node.
+# One a3-highgpu-8g node (8 H100s, 208 vCPUs, 1,872 GB), and two of them for one trial
+# (list price per GPU, the same as a3-highgpu-1g's): the 2-node preset's small batch sizes
+# train on one node.
 H100_1X8 = _gpu("nvidia-h100-80gb-1x8", "a3-highgpu-8g", "180", "1400Gi",
                 "8 NVIDIA H100 80 GB on one node, spot", 11.06, per_host=8,
                 accelerator=H100.name)
@@ -140,7 +141,11 @@ V5E_2X4 = _tpu("v5e", "2x4", "ct5lp-hightpu-8t", "200", "340Gi", 1.20)
 # each pod asks for what one host of tpu-v5e-2x2 asks for.
 V5E_4X4 = _tpu("v5e", "4x4", "ct5lp-hightpu-4t", "100", "170Gi", 1.20, hosts=4,
                single_host=V5E_2X2.name)
-# TPU v6e (Trillium) on ct6e-standard-4t: 4 chips a VM; 2x2 is one VM, 4x4 four of them.
+# TPU v6e (Trillium) on ct6e-standard-4t: 4 chips a VM; 2x2 is one VM, 4x4 four of them
+# (Cloud TPU's v6e page: 4x4 = 16 chips, 4 VMs of ct6e-standard-4t, multi-host). 2.70 USD
+# per chip-hour is v6e's on-demand list price as recorded for this table, not re-read from
+# the pricing page when it was added (v6e is sold in fewer regions than v5e: check yours);
+# the pod's 150 CPU / 560 Gi leave room under the VM's 180 vCPUs and 720 GB.
 V6E_2X2 = _tpu("v6e", "2x2", "ct6e-standard-4t", "150", "560Gi", 2.70)  # per v6e chip
 V6E_4X4 = _tpu("v6e", "4x4", "ct6e-standard-4t", "150", "560Gi", 2.70, hosts=4,
                single_host=V6E_2X2.name)
