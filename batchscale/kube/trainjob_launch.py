@@ -39,10 +39,12 @@ from pathlib import Path
 
 from batchscale.core.errors import CommandFailed
 from batchscale.kube import trainjob_manifest as tm
+from batchscale.kube.process_log import ProcessZeroLog
 
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 POLL_SECONDS = 10.0  # how often the task reads the job's state (POLL_ENV overrides it)
 POLL_ENV = "BATCHSCALE_TRAINJOB_POLL_SECONDS"
+READ_TRIES = 6  # failed reads in a row before the task gives the job up
 GONE_SECONDS = 600.0  # how long a replaced job may take to go (its pods checkpoint first)
 STOPPED = 143  # the exit status of a task stopped by SIGTERM (128 + 15)
 
@@ -174,48 +176,6 @@ def own_pod(cluster: Cluster) -> dict:
     return {"owners": owners, "service_account": pod.spec.service_account_name}
 
 
-class ProcessZeroLog:
-    """Streams the log of process 0's pod (each new one once) into the task's log."""
-
-    def __init__(self, cluster: Cluster, name: str, log):
-        from kubernetes import client
-
-        self.core, self.cluster, self.name, self.log = client.CoreV1Api(cluster.api), cluster, name, log
-        self.seen: set[str] = set()
-        self.threads: list[threading.Thread] = []
-
-    def poll(self) -> None:
-        selector = f"{tm.JOBSET_NAME_LABEL}={self.name},{tm.INDEX_LABEL}=0"
-        pods = self.core.list_namespaced_pod(self.cluster.namespace, label_selector=selector).items
-        for pod in pods:
-            if pod.metadata.uid in self.seen or pod.status.phase not in ("Running", "Succeeded", "Failed"):
-                continue
-            self.seen.add(pod.metadata.uid)
-            thread = threading.Thread(target=self._stream, args=(pod.metadata.name,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def _stream(self, pod: str) -> None:
-        self.log(f"--- log of process 0 ({pod}) ---")
-        try:
-            response = self.core.read_namespaced_pod_log(pod, self.cluster.namespace, container=tm.NODE,
-                                                         follow=True, _preload_content=False)
-            rest = b""
-            for chunk in response.stream(4096):
-                rest += chunk
-                *lines, rest = rest.split(b"\n")
-                for line in lines:
-                    self.log("| " + line.decode(errors="replace"))
-            if rest:
-                self.log("| " + rest.decode(errors="replace"))
-        except Exception as e:  # a log that breaks off is not the job's outcome
-            self.log(f"--- log of {pod} broke off: {e} ---")
-
-    def finish(self, timeout: float) -> None:
-        for thread in self.threads:
-            thread.join(timeout)
-
-
 @contextlib.contextmanager
 def _sigterm_raises():
     """Within: SIGTERM raises ``Stopped`` in the main thread (elsewhere nothing changes)."""
@@ -255,10 +215,26 @@ def _attach_or_create(jobs: Jobs, body: dict, poll: float, log) -> None:
             return
 
 
+def _read(jobs: Jobs, name: str, poll: float, log) -> dict | None:
+    """The job, read again after a failed read (an API server restarting, a network blip)
+    up to ``READ_TRIES`` times in a row: a days-long job is not lost to one bad answer."""
+    from urllib3.exceptions import HTTPError
+
+    for attempt in range(1, READ_TRIES + 1):
+        try:
+            return jobs.get(name)
+        except (CommandFailed, HTTPError, OSError) as e:
+            if attempt == READ_TRIES:
+                raise CommandFailed(f"lost the Kubernetes API while following {jobs.kind[3]} {name}: "
+                                    f"{e}") from None
+            log(f"reading {jobs.kind[3]} {name} failed ({e}); trying again")
+            time.sleep(poll)
+
+
 def _follow(jobs: Jobs, name: str, poll: float, log) -> tuple[str, str]:
     logs, said = ProcessZeroLog(jobs.cluster, name, log), None
     while True:
-        found = jobs.get(name)
+        found = _read(jobs, name, poll, log)
         if found is None:
             raise CommandFailed(f"{jobs.kind[3]} {name} vanished while the task followed it "
                                 "(deleted by hand?); retry the task to start it again")
@@ -266,7 +242,10 @@ def _follow(jobs: Jobs, name: str, poll: float, log) -> tuple[str, str]:
         if state != said:
             log(f"{jobs.kind[3]} {name}: {state}" + (f" ({detail})" if detail else ""))
             said = state
-        logs.poll()
+        try:
+            logs.poll()
+        except Exception as e:  # the log is not the job's outcome
+            log(f"could not find process 0's pod of {name}: {e}")
         if state in ("succeeded", "failed"):
             logs.finish(timeout=max(poll, 5.0))
             return state, detail

@@ -206,6 +206,26 @@ def test_a_retried_task_reattaches_to_its_running_job_and_replaces_any_other(clu
         assert "POST" not in methods
 
 
+def test_a_few_failed_reads_do_not_lose_the_job_but_a_lost_api_fails_the_task(cluster, tmp_path):
+    api = cluster()
+    thread, out = _in_thread(_args(tmp_path))
+    _wait(lambda: api.objects, "the TrainJob")
+    (name,) = api.objects
+    api.set_state(name, "running")
+    api.fail_reads(3)  # an API server restarting: the task reads again
+    _wait(lambda: api.failing_reads == 0, "the failed reads")
+    api.set_state(name, "succeeded")
+    thread.join(10)
+    assert "line" in out, out.get("error")
+
+    thread, out = _in_thread(_args(tmp_path))
+    _wait(lambda: api.objects, "the second TrainJob")
+    api.fail_reads(100)
+    thread.join(10)
+    assert isinstance(out["error"], CommandFailed)
+    assert str(out["error"]).startswith(f"lost the Kubernetes API while following TrainJob {name}: ")
+
+
 def test_a_cluster_without_trainer_or_jobset_is_refused_in_one_line(cluster, tmp_path):
     api = cluster(groups=())
     with pytest.raises(CommandFailed, match=r"neither Kubeflow Trainer .* nor JobSet") as e:

@@ -43,9 +43,12 @@ CUSTOM = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)(?:/([^/]
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?(/log)?$")
 
 
+REASONS = {404: "NotFound", 409: "AlreadyExists", 500: "InternalError"}
+
+
 def _status(code: int, message: str) -> dict:
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-            "reason": {404: "NotFound", 409: "AlreadyExists"}.get(code, "BadRequest"), "code": code}
+            "reason": REASONS.get(code, "BadRequest"), "code": code}
 
 
 class KubeApiStandIn:
@@ -57,6 +60,7 @@ class KubeApiStandIn:
         self.pods: dict[str, dict] = {}
         self.logs: dict[str, str] = {}
         self.requests: list[dict] = []
+        self.failing_reads = 0  # this many reads of a job answer 500 (``fail_reads``)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -71,6 +75,10 @@ class KubeApiStandIn:
         self.server.server_close()
 
     # ---- what the test does in place of the controllers --------------------------
+    def fail_reads(self, count: int):
+        """The next ``count`` reads of any job answer 500, as an API server restarting."""
+        self.failing_reads = count
+
     def created(self, method: str = "POST") -> list[dict]:
         return [r for r in self.requests if r["method"] == method]
 
@@ -180,6 +188,9 @@ class KubeApiStandIn:
             if name not in self.objects:
                 return 404, _status(404, f'"{name}" not found')
             if method == "GET":
+                if self.failing_reads:
+                    self.failing_reads -= 1
+                    return 500, _status(500, "etcdserver: leader changed")
                 return 200, self.objects[name]
             if method == "DELETE":
                 obj = self.objects.pop(name)
