@@ -53,3 +53,37 @@ def test_outcome_reads_each_kinds_own_conditions(kind, conditions, state):
     found, detail = tm.outcome(_job(kind, *conditions))
     assert found == state
     assert detail == {"failed": "R: m", "suspended": "m"}.get(state, "")
+
+
+def _validate(obj: dict):
+    import kubernetes_validate
+
+    kubernetes_validate.validate(obj, "1.35.0", strict=True)  # unknown fields refused
+
+
+def test_the_pods_and_jobs_inside_both_kinds_are_valid_kubernetes_objects():
+    """No CRD schema of Trainer or JobSet ships here, but what they embed is Kubernetes':
+    the JobSet's Job template, and the TrainJob's pod patch with its trainer container
+    (env, resources) are checked against Kubernetes' own schemas, strictly."""
+    from batchscale.pipelines.placement import multi_host_placement
+
+    for preset in ("tpu-v5e-4x4", "nvidia-h100-80gb-2x8"):
+        placement = multi_host_placement(preset)
+        name = tm.job_name(SPEC, PACK)
+        job = tm.jobset(name, SPEC, PACK, placement, "img", queue="q", kfp_run="r")
+        (node,) = job["spec"]["replicatedJobs"]
+        _validate({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{name}-node-0"},
+                   "spec": node["template"]["spec"]})
+        train = tm.trainjob(name, SPEC, PACK, placement, "img", queue="q", kfp_run="r")
+        trainer = train["spec"]["trainer"]
+        (patch,) = train["spec"]["runtimePatches"]
+        (rjob,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        pod = rjob["template"]["spec"]["template"]
+        (container,) = pod["spec"]["containers"]
+        container = {**container, "image": trainer["image"], "command": trainer["command"],
+                     "args": trainer["args"], "env": trainer["env"],
+                     "resources": trainer["resourcesPerNode"]}
+        _validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", **pod["metadata"]},
+                   "spec": {**pod["spec"], "containers": [container]}})
+        for obj in (job, train):
+            _validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]})
