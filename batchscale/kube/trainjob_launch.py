@@ -288,3 +288,31 @@ def run_multihost_pack(spec: dict, pack: dict, placement: dict, image: str, *, q
 def _delete_quietly(jobs: Jobs, name: str) -> None:
     with contextlib.suppress(CommandFailed):
         jobs.delete(name)
+
+
+def run_multihost_lane(spec: dict, lane: dict, placement: dict, image: str, *, queue: str = "",
+                       kfp_run: str = "", cluster: Cluster | None = None,
+                       poll: float | None = None, log=print) -> str:
+    """Train the packs of a multi-host ``lane`` (``{"lane": K, "kind": "multi_host",
+    "packs": [PackSpec dicts]}``, ``batchscale.search.lanes``) one after another, one job
+    each (``run_multihost_pack``). A failed pack does not stop the lane: the others train,
+    then ``CommandFailed`` names every failed one. SIGTERM stops the lane at once."""
+    cluster = cluster or connect()
+    lines, failed, errors = [], [], []
+    packs = lane["packs"]
+    for number, pack in enumerate(packs, start=1):
+        if len(packs) > 1:
+            log(f"lane {lane.get('lane', '?')}: pack {number}/{len(packs)} {pack['pack_id']}")
+        try:
+            lines.append(run_multihost_pack(spec, pack, placement, image, queue=queue,
+                                            kfp_run=kfp_run, cluster=cluster, poll=poll, log=log))
+        except CommandFailed as error:
+            log(str(error))
+            failed.append(f"{pack['pack_id']} ({error})")
+            errors.append(error)
+    if len(packs) == 1 and errors:
+        raise errors[0]
+    if failed:
+        raise CommandFailed(f"{len(failed)} of {len(packs)} multi-host packs failed: {'; '.join(failed)}")
+    return lines[0] if len(lines) == 1 else f"{len(lines)} packs trained on {placement['hosts']} hosts " \
+        f"of {placement['preset']} each"

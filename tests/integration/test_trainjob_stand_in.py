@@ -53,7 +53,8 @@ def cluster(tmp_path, monkeypatch):
 
 
 def _args(tmp_path, preset="tpu-v5e-4x4"):
-    return {"study_spec": default_spec_dict(), "pack": PACK, "store_root": str(tmp_path / "store"),
+    return {"study_spec": default_spec_dict(), "lane": {"lane": 1, "kind": "multi_host", "packs": [PACK]},
+            "store_root": str(tmp_path / "store"),
             "placement": multi_host_placement(preset), "image": IMAGE, "queue": "team-a-queue",
             "kfp_run": "run-123"}
 
@@ -176,6 +177,24 @@ def test_jobset_where_trainer_is_absent_and_a_failed_job_fails_the_task(cluster,
     assert not api.objects
 
 
+def test_a_lane_trains_its_packs_one_job_after_another_and_fails_after_the_last(cluster, tmp_path):
+    api = cluster()
+    second = {"pack_id": "b2048-t1-1", "batch_size": 2048, "trial_ids": [1]}
+    args = {**_args(tmp_path), "lane": {"lane": 3, "kind": "multi_host", "packs": [PACK, second]}}
+    spec = resolve_spec(args["study_spec"], args["store_root"]).to_dict()
+    first_name, second_name = tm.job_name(spec, PACK), tm.job_name(spec, second)
+    thread, out = _in_thread(args)
+    _wait(lambda: first_name in api.objects, "the first pack's TrainJob")
+    assert second_name not in api.objects  # one job at a time
+    api.set_state(first_name, "failed", message="process 2 lost its host")
+    _wait(lambda: second_name in api.objects, "the second pack's TrainJob")
+    api.set_state(second_name, "succeeded")
+    thread.join(10)
+    error = str(out["error"])
+    assert error.startswith("1 of 2 multi-host packs failed: b1024-t1-1 (TrainJob ") and "b2048" not in error
+    assert not api.objects
+
+
 @pytest.mark.parametrize("found, replaced", [("running", False), ("failed", True),
                                              ("other spec", True)])
 def test_a_retried_task_reattaches_to_its_running_job_and_replaces_any_other(cluster, tmp_path,
@@ -267,8 +286,8 @@ def test_the_component_compiles_with_its_placement_as_a_constant(tmp_path):
     from batchscale.core.images import LIGHT_IMAGE
 
     @dsl.pipeline(name="multihost-pack")
-    def pipeline(study_spec: dict, pack: dict, store_root: str):
-        train_multihost_pack(study_spec=study_spec, pack=pack, store_root=store_root,
+    def pipeline(study_spec: dict, lane: dict, store_root: str):
+        train_multihost_pack(study_spec=study_spec, lane=lane, store_root=store_root,
                              placement=multi_host_placement("tpu-v6e-4x4"), image=IMAGE,
                              kfp_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER)
 
