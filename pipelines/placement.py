@@ -17,6 +17,11 @@ day on CPU, where the small workloads run; a week on accelerators, where a pack 
 ImageNet trials trains one after another). Only a hung pod should reach it; a pack
 stopped by it loses no finished evaluation (checkpoints) and resumes when retried or
 resubmitted.
+
+A multi-host preset (``hosts`` > 1) places one pod per host: ``accelerator_count`` is one
+host's share, and its big-batch packs are trained by a TrainJob (or JobSet) that the light
+task ``train_multihost_pack`` launches with ``multi_host_placement``'s settings
+(``batchscale.kube.trainjob_manifest``); its small-batch packs train on ``single_host``.
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ class Preset:
     # is stopped; its trials' checkpoints survive, and a retry or a resubmission resumes.
     max_pack: int = 64
     pack_timeout_seconds: int = 7 * 24 * 3600
+    hosts: int = 1  # pods of one trial; accelerator_count is per pod
+    single_host: str | None = None  # the one-pod sibling of a multi-host preset
 
 
 _SPOT = Toleration(SPOT_LABEL, operator="Equal", value="true")
@@ -77,15 +84,19 @@ def _pod(facts: PresetFacts) -> Preset:
     common = {"cpu": facts.cpu, "memory": facts.memory, "cpu_limit": facts.cpu_limit,
               "memory_limit": facts.memory_limit, "machine_type": facts.machine_type,
               "description": facts.description, "max_pack": facts.max_pack,
-              "pack_timeout_seconds": facts.pack_timeout_seconds}
+              "pack_timeout_seconds": facts.pack_timeout_seconds, "hosts": facts.hosts,
+              "single_host": facts.single_host}
     if facts.kind == GPU:
         return Preset(**common, image=TRAINER_GPU, accelerator=GPU_RESOURCE,
-                      accelerator_count=facts.devices, tolerations=(Toleration(GPU_RESOURCE), _SPOT),
-                      node_selectors={"cloud.google.com/gke-accelerator": facts.name, SPOT_LABEL: "true"})
+                      accelerator_count=facts.devices_per_host,
+                      tolerations=(Toleration(GPU_RESOURCE), _SPOT),
+                      node_selectors={"cloud.google.com/gke-accelerator": facts.accelerator,
+                                      SPOT_LABEL: "true"})
     if facts.kind == TPU:
         return Preset(**common, image=TRAINER_TPU, accelerator=TPU_RESOURCE,
-                      accelerator_count=facts.devices, tolerations=(Toleration(TPU_RESOURCE), _SPOT),
-                      node_selectors={"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                      accelerator_count=facts.devices_per_host,
+                      tolerations=(Toleration(TPU_RESOURCE), _SPOT),
+                      node_selectors={"cloud.google.com/gke-tpu-accelerator": facts.accelerator,
                                       "cloud.google.com/gke-tpu-topology": facts.topology,
                                       SPOT_LABEL: "true"})
     return Preset(**common)  # the cluster's default pool, the light image
@@ -137,10 +148,6 @@ def place(task, preset: Preset, image: str | None = None, name: str | None = Non
     able to import). Returns the task."""
     from kfp import kubernetes
 
-    from batchscale.core import protocols
-    from batchscale.core.prices import PRESET_ENV
-    from batchscale.workloads.inputs import CPUS_ENV
-
     task.set_cpu_request(preset.cpu).set_memory_request(preset.memory)
     if preset.cpu_limit:
         task.set_cpu_limit(preset.cpu_limit)
@@ -153,15 +160,56 @@ def place(task, preset: Preset, image: str | None = None, name: str | None = Non
     for tol in preset.tolerations:
         kubernetes.add_toleration(task, key=tol.key, operator=tol.operator, value=tol.value,
                                   effect=tol.effect)
-    task.set_env_variable(CPUS_ENV, preset.cpu)  # the pod's share, not the node's CPU count
-    if name:
-        task.set_env_variable(PRESET_ENV, name)
-    plugins = protocols.plugin_modules()  # compiled with plugins: every pod loads them too
-    if plugins:
-        task.set_env_variable(protocols.PLUGINS_VARIABLE, ",".join(plugins))
+    for key, value in pod_env(preset, name).items():
+        task.set_env_variable(key, value)
     if image:
         task.set_container_image(image)
     return task
+
+
+def pod_env(preset: Preset, name: str | None = None) -> dict[str, str]:
+    """The environment a trainer pod of ``preset`` gets: its CPU share
+    (``BATCHSCALE_CPUS``, the pod's request, not the node's CPU count), the preset's
+    ``name`` (``BATCHSCALE_PRESET``: the price of its trials' device-hours) and the protocol
+    plugins this process loads (``BATCHSCALE_PLUGINS``, which the images must import)."""
+    from batchscale.core import protocols
+    from batchscale.core.prices import PRESET_ENV
+    from batchscale.workloads.inputs import CPUS_ENV
+
+    env = {CPUS_ENV: preset.cpu}
+    if name:
+        env[PRESET_ENV] = name
+    plugins = protocols.plugin_modules()  # compiled with plugins: every pod loads them too
+    if plugins:
+        env[protocols.PLUGINS_VARIABLE] = ",".join(plugins)
+    return env
+
+
+def multi_host_placement(name: str) -> dict:
+    """The pod settings of every host of a multi-host pack on preset ``name``, as plain
+    data: the ``placement`` input of ``train_multihost_pack`` (a constant of the compiled
+    pipeline), which ``batchscale.kube.trainjob_manifest`` copies into each pod of the
+    TrainJob or JobSet. The same requests, accelerator, selectors, tolerations and
+    environment ``place`` gives a one-pod task; the image travels separately. Settings a
+    preset leaves unset (limits, the exclusive topology of a GPU job) are left out."""
+    preset = get_preset(name)
+    if preset.hosts < 2:
+        raise InputError(f"preset {name!r} is single-host; multi-host presets: "
+                         f"{', '.join(n for n, p in PRESETS.items() if p.hosts > 1)}")
+    settings = {"preset": name, "hosts": preset.hosts,
+                "cpu": preset.cpu, "memory": preset.memory,
+                "cpu_limit": preset.cpu_limit, "memory_limit": preset.memory_limit,
+                "accelerator": preset.accelerator, "accelerator_count": preset.accelerator_count,
+                "node_selectors": dict(preset.node_selectors),
+                "tolerations": [{k: v for k, v in vars(t).items() if v is not None}
+                                for t in preset.tolerations],
+                "env": pod_env(preset, name),
+                "timeout_seconds": preset.pack_timeout_seconds,
+                # A multi-host TPU slice is one node pool (its hosts joined by ICI): all pods of
+                # one job in one pool, and no other job's pods there.
+                "exclusive_topology": ("cloud.google.com/gke-nodepool"
+                                       if preset.accelerator == TPU_RESOURCE else None)}
+    return {k: v for k, v in settings.items() if v is not None}  # a KFP constant holds no None
 
 
 def format_presets() -> str:
@@ -173,6 +221,8 @@ def format_presets() -> str:
              f"USD/device-h ({PRICE_DATE})", "description")]
     for name, p in PRESETS.items():
         accel = f"{p.accelerator} x{p.accelerator_count}" if p.accelerator else "-"
+        if p.hosts > 1:
+            accel += f" x{p.hosts} hosts"
         price = device_price(name, float(p.cpu))[0]
         rows.append((name, accel, p.machine_type or "default pool", p.cpu, p.memory, p.image,
                      f"{price:.3g}", p.description))

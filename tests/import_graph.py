@@ -27,6 +27,7 @@ LAYERS = {
     "batchscale.analysis": 4,
     "batchscale.rounds": 4,
     "batchscale.planning": 5,  # probes (training) and the step-time rule (analysis)
+    "batchscale.kube": 5,  # a multi-host pack's TrainJob: the light task (components) launches it
     "batchscale.components": 6,
     "batchscale.pipelines": 7,
     "batchscale.cli": 8,

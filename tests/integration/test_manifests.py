@@ -42,15 +42,20 @@ DEFAULTS = ("example-project", "us-central1", "batchscale", "example-project-bat
 DEFAULT_NUMBER = "123456789012"  # the placeholder project number in base/settings.env
 UI_BINDING = "batchscale-store-kfp-ui-viewer"
 
-GPU_POOLS = {  # node pool -> (machine type, accelerator type)
-    "batchscale-nvidia-l4": ("g2-standard-8", "nvidia-l4"),
-    "batchscale-nvidia-a100-80gb": ("a2-ultragpu-1g", "nvidia-a100-80gb"),
-    "batchscale-nvidia-h100-80gb": ("a3-highgpu-1g", "nvidia-h100-80gb"),
+GPU_POOLS = {  # node pool -> (machine type, accelerator type, GPUs per node)
+    "batchscale-nvidia-l4": ("g2-standard-8", "nvidia-l4", 1),
+    "batchscale-nvidia-a100-80gb": ("a2-ultragpu-1g", "nvidia-a100-80gb", 1),
+    "batchscale-nvidia-h100-80gb": ("a3-highgpu-1g", "nvidia-h100-80gb", 1),
+    "batchscale-nvidia-h100-80gb-1x8": ("a3-highgpu-8g", "nvidia-h100-80gb", 8),
+    "batchscale-nvidia-h100-80gb-2x8": ("a3-highgpu-8g", "nvidia-h100-80gb", 8),
 }
-TPU_POOLS = {
-    "batchscale-tpu-v5e-1x1": "ct5lp-hightpu-1t",
-    "batchscale-tpu-v5e-2x2": "ct5lp-hightpu-4t",
-    "batchscale-tpu-v5e-2x4": "ct5lp-hightpu-8t",
+TPU_POOLS = {  # node pool -> (machine type, topology of a multi-host slice, else None)
+    "batchscale-tpu-v5e-1x1": ("ct5lp-hightpu-1t", None),
+    "batchscale-tpu-v5e-2x2": ("ct5lp-hightpu-4t", None),
+    "batchscale-tpu-v5e-2x4": ("ct5lp-hightpu-8t", None),
+    "batchscale-tpu-v5e-4x4": ("ct5lp-hightpu-4t", "4x4"),
+    "batchscale-tpu-v6e-2x2": ("ct6e-standard-4t", None),
+    "batchscale-tpu-v6e-4x4": ("ct6e-standard-4t", "4x4"),
 }
 SPOT_TAINT = ("cloud.google.com/gke-spot", "true", "NO_SCHEDULE")
 TAINTS = {"gpu": {("nvidia.com/gpu", "present", "NO_SCHEDULE"), SPOT_TAINT},
@@ -124,7 +129,7 @@ def test_overlay_builds_the_same_everywhere_and_validates(overlay):
 
 def test_overlays_share_the_base_and_only_add_node_pools():
     base = {_key(o) for o in _built("cpu")}
-    assert {k[1] for k in base} == {"ServiceAccount", "RoleBinding", "ConfigMap", "PriorityClass",
+    assert {k[1] for k in base} == {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "PriorityClass",
                                     "IAMServiceAccount", "IAMPolicyMember", "StorageBucket"}
     for overlay, names in (("gpu", GPU_POOLS), ("tpu", TPU_POOLS)):
         objs = _built(overlay)
@@ -158,13 +163,19 @@ def test_node_pools_spot_from_zero_tainted(overlay):
         assert node["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
         assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
         if overlay == "gpu":
-            machine, accelerator = GPU_POOLS[name]
+            machine, accelerator, count = GPU_POOLS[name]
             driver = {"gpuDriverVersion": "LATEST"}
             assert node["guestAccelerator"] == [
-                {"type": accelerator, "count": 1, "gpuDriverInstallationConfig": driver}]
+                {"type": accelerator, "count": count, "gpuDriverInstallationConfig": driver}]
         else:
-            machine = TPU_POOLS[name]
-            assert "guestAccelerator" not in node and "placementPolicy" not in spec  # single host
+            machine, topology = TPU_POOLS[name]
+            assert "guestAccelerator" not in node
+            if topology:  # a multi-host slice: one pool, its hosts placed together
+                assert spec["placementPolicy"] == {"type": "COMPACT", "tpuTopology": topology}
+                hosts = PRESETS[name.removeprefix("batchscale-")].hosts
+                assert hosts == spec["autoscaling"]["totalMaxNodeCount"]  # one slice
+            else:
+                assert "placementPolicy" not in spec  # single host
         assert node["machineType"] == machine
 
 
@@ -182,6 +193,26 @@ def test_node_pools_match_the_placement_presets():
             assert any(t.key == taint["key"] and t.effect == "NoSchedule"
                        and (t.operator == "Exists" or t.value == taint["value"])
                        for t in preset.tolerations), f"{name}: preset does not tolerate {taint}"
+
+
+def test_the_runner_may_launch_trainjobs_and_nothing_more():
+    """The light task of a multi-host pack creates, follows and deletes its TrainJob or
+    JobSet and reads process 0's log with the run's service account: exactly those
+    verbs, in the runs' namespace, bound to batchscale-runner."""
+    objs = _built("cpu")
+    role = _one(objs, "Role", "batchscale-trainjobs")
+    granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    jobs = {(g, r, v) for g, r in (("trainer.kubeflow.org", "trainjobs"), ("jobset.x-k8s.io", "jobsets"))
+            for v in ("create", "get", "list", "watch", "delete")}
+    assert granted == jobs | {("", "pods", "get"), ("", "pods", "list"), ("", "pods/log", "get")}
+    binding = _one(objs, "RoleBinding", "batchscale-runner-trainjobs")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "batchscale-trainjobs"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "batchscale-runner",
+                                    "namespace": "kubeflow"}]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "kubeflow"
+    assert not [o for o in objs if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
 
 
 def test_gsa_gets_the_bucket_and_workload_identity_only():
@@ -281,12 +312,12 @@ def test_settings_reach_every_field(tmp_path):
     launcher = _one(gpu, "ConfigMap", "kfp-launcher")
     assert launcher["data"] == {"defaultPipelineRoot": "gs://other-bucket/pipeline-root"}
     pools = [o for o in objs if o["kind"] == "ContainerNodePool"]
-    assert len(pools) == 6
+    assert len(pools) == len(GPU_POOLS) + len(TPU_POOLS) == 11
     for pool in pools:
         assert pool["spec"]["location"] == "europe-west4"
         assert pool["spec"]["clusterRef"] == {
             "external": "projects/other-proj-123/locations/europe-west4/clusters/c2"}
-    dumped = yaml.safe_dump_all(objs)
+    dumped = yaml.safe_dump_all(objs).replace("trainer.kubeflow.org", "")  # an API group, not the namespace
     for default in ("example-project", DEFAULT_NUMBER, "us-central1", "US-CENTRAL1", "kubeflow"):
         assert default not in dumped
 

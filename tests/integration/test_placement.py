@@ -10,7 +10,7 @@ import yaml
 
 from batchscale.cli.main import main
 from batchscale.core.images import IMAGE_NAMES, LIGHT, image_reference, read_images_file
-from batchscale.pipelines.placement import GPU_RESOURCE, PRESETS, TPU_RESOURCE
+from batchscale.pipelines.placement import GPU_RESOURCE, PRESETS, TPU_RESOURCE, multi_host_placement
 from batchscale.pipelines.study import compile_pipeline, pipeline_name
 from batchscale.validation import default_spec_dict, parse_spec
 from batchscale.workloads.inputs import CPUS_ENV, available_cpus
@@ -80,15 +80,44 @@ def test_every_preset_places_the_trainer_and_only_the_trainer(tmp_path, preset):
 def test_accelerator_presets_match_the_papers_hardware_vocabulary():
     gpus = {n: p for n, p in PRESETS.items() if p.accelerator == GPU_RESOURCE}
     tpus = {n: p for n, p in PRESETS.items() if p.accelerator == TPU_RESOURCE}
-    assert set(gpus) == {"nvidia-l4", "nvidia-a100-80gb", "nvidia-h100-80gb"}
-    assert set(tpus) == {"tpu-v5e-1x1", "tpu-v5e-2x2", "tpu-v5e-2x4"}
-    for name, p in gpus.items():  # GKE's accelerator label is the preset's name
-        assert p.node_selectors["cloud.google.com/gke-accelerator"] == name
-    for name, p in tpus.items():  # single-host v5e: chips = product of the topology
-        rows, cols = map(int, name.rsplit("-", 1)[1].split("x"))
-        assert p.accelerator_count == rows * cols
-        assert p.node_selectors["cloud.google.com/gke-tpu-topology"] == f"{rows}x{cols}"
-        assert p.node_selectors["cloud.google.com/gke-tpu-accelerator"] == "tpu-v5-lite-podslice"
+    assert set(gpus) == {"nvidia-l4", "nvidia-a100-80gb", "nvidia-h100-80gb",
+                         "nvidia-h100-80gb-1x8", "nvidia-h100-80gb-2x8"}
+    assert set(tpus) == {"tpu-v5e-1x1", "tpu-v5e-2x2", "tpu-v5e-2x4", "tpu-v5e-4x4",
+                         "tpu-v6e-2x2", "tpu-v6e-4x4"}
+    for name, p in gpus.items():  # GKE's accelerator label is the GPU the preset's name starts with
+        gpu = p.node_selectors["cloud.google.com/gke-accelerator"]
+        assert name == gpu or name == f"{gpu}-{p.hosts}x{p.accelerator_count}"
+    labels = {"v5e": "tpu-v5-lite-podslice", "v6e": "tpu-v6e-slice"}
+    for name, p in tpus.items():  # chips of all hosts = product of the topology
+        _, generation, topology = name.split("-")
+        rows, cols = map(int, topology.split("x"))
+        assert p.accelerator_count * p.hosts == rows * cols
+        assert p.node_selectors["cloud.google.com/gke-tpu-topology"] == topology
+        assert p.node_selectors["cloud.google.com/gke-tpu-accelerator"] == labels[generation]
+        assert (p.hosts > 1) == (rows * cols > 8)  # 4-chip hosts past one VM's 8 chips
+
+
+def test_multi_host_placement_is_the_one_pod_placement_of_every_host():
+    """What train_multihost_pack gets for a multi-host preset: each host's pod settings,
+    the same place() gives a one-pod task; single-host presets are refused in one line."""
+    for name, p in PRESETS.items():
+        if p.hosts == 1:
+            continue
+        settings = multi_host_placement(name)
+        assert settings["hosts"] == p.hosts > 1 and settings["preset"] == name
+        keys = ("cpu", "memory", "accelerator", "accelerator_count")
+        assert [settings[k] for k in keys] == [p.cpu, p.memory, p.accelerator, p.accelerator_count]
+        assert settings["node_selectors"] == p.node_selectors
+        assert settings["tolerations"] == [{k: v for k, v in vars(t).items() if v is not None}
+                                           for t in p.tolerations]
+        assert settings["env"] == {CPUS_ENV: p.cpu, "BATCHSCALE_PRESET": name}
+        assert settings["timeout_seconds"] == p.pack_timeout_seconds
+        assert ("exclusive_topology" in settings) == (p.accelerator == TPU_RESOURCE)
+        assert None not in settings.values()
+        assert json.loads(json.dumps(settings)) == settings  # a KFP constant: plain JSON
+    with pytest.raises(ValueError, match="preset 'tpu-v5e-2x2' is single-host; multi-host presets: "
+                                         "nvidia-h100-80gb-2x8, tpu-v5e-4x4, tpu-v6e-4x4"):
+        multi_host_placement("tpu-v5e-2x2")
 
 
 def test_compile_cli_reads_skaffold_images(tmp_path, capsys):
