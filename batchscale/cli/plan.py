@@ -121,11 +121,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not args.submit and (args.host or args.port_forward):
         raise SpecError("--host/--port-forward: only with --submit (plan here, then start the "
                         "study on Kubeflow Pipelines)")
-    connection = None
-    if args.submit:  # refused before any probe: a run that could not start
-        from batchscale.cli.cluster import check_submit, connection_options
+    from batchscale.cli.cluster import check_submit, connection_options, submit_checked
+    from batchscale.pipelines.kfp_connect import ConnectOptions
 
-        connection = connection_options(args)
+    # Refused before any probe: a run that could not start, and a secret given on the
+    # command line (with or without --submit: `ps` has shown it).
+    connection = connection_options(args) if args.submit else ConnectOptions.from_args(args)
     spec = build_spec(args)
     if args.submit:
         check_submit(args, spec)
@@ -150,9 +151,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         store.check_compatible(spec)  # a plan for another study under this name: refused
         plan = plan_study(spec, store, log=progress, **options)
     print("\n".join(plan.lines()))
-    if connection is not None:
-        from batchscale.cli.cluster import submit_checked
-
+    if args.submit:  # the same study submit would send (not the absolute-path copy probed)
         return submit_checked(args, study, connection)
     return 0
 

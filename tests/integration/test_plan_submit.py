@@ -20,7 +20,7 @@ def test_plan_then_submit_the_study(gcs_root, tmp_path, capsys, monkeypatch):
     spec_file = tmp_path / "tiny.yaml"
     spec_file.write_text(yaml.safe_dump(tiny_spec_dict(gcs_root, batch_sizes=[16], max_steps=100)))
     with KfpStandIn() as server:
-        code = main(["plan", str(spec_file), "--probe-seconds", "5", "--branch-seconds", "1",
+        code = main(["plan", str(spec_file), "--probe-seconds", "60", "--branch-seconds", "60",
                      "--submit", "--host", server.url, "--run-name", "planned"])
         out, err = capsys.readouterr()
         assert code == 0, err
@@ -48,6 +48,8 @@ def test_plan_submit_refuses_before_any_probe(tmp_path, capsys, monkeypatch):
             ("--submit", "--compile", str(tmp_path / "p.yaml"), "--host", server.url):
                 "--compile and --submit: give one",
             ("--host", server.url): "--host/--port-forward: only with --submit",
+            ("--iap-other-client-secret", "hunter2"): "--iap-other-client-secret: a secret on the "
+                                                      "command line is shown by `ps`",
         }
         for flags, message in cases.items():
             assert main(["plan", str(spec_file), *flags]) == 2
