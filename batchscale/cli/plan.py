@@ -30,6 +30,7 @@ from batchscale.cli.options import (
     add_spec_args,
     build_spec,
     check_here,
+    for_cluster,
     images_arg,
     pipeline_store_arg,
 )
@@ -128,9 +129,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # command line (with or without --submit: `ps` has shown it).
     connection = connection_options(args) if args.submit else ConnectOptions.from_args(args)
     spec = build_spec(args)
+    study = for_cluster(spec, args)  # what submit sends: the cluster's parallelism
     if args.submit:
-        check_submit(args, spec)
-    study = spec
+        check_submit(args, study)
     if args.compile:
         from batchscale.pipelines.plan import compile_plan_pipeline
 
@@ -151,7 +152,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         store.check_compatible(spec)  # a plan for another study under this name: refused
         plan = plan_study(spec, store, log=progress, **options)
     print("\n".join(plan.lines()))
-    if args.submit:  # the same study submit would send (not the absolute-path copy probed)
+    if args.submit:  # the study as submit sends it (the probes ran the spec as given)
         return submit_checked(args, study, connection)
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import yaml
 
 from batchscale.cli.main import main
+from batchscale.cli.options import CLUSTER_PARALLELISM
 from batchscale.store.filesystem import open_root
 from batchscale.store.profiles import read_plan
 from batchscale.validation import parse_spec
@@ -28,9 +29,9 @@ def test_plan_then_submit_the_study(gcs_root, tmp_path, capsys, monkeypatch):
         assert plan["noise_scale"]["b_small"] == 16 and "proposed batch sizes" in out
         [run] = server.runs.values()  # then the run, as `submit` starts it
     assert run["display_name"] == "planned" and run["service_account"] == "batchscale-runner"
-    params = run["runtime_config"]["parameters"]
-    assert parse_spec(params["study_spec"]) == parse_spec(tiny_spec_dict(gcs_root, batch_sizes=[16],
-                                                                          max_steps=100))
+    params = run["runtime_config"]["parameters"]  # the spec as submit sends it: a cluster's parallelism
+    assert parse_spec(params["study_spec"]) == parse_spec(tiny_spec_dict(
+        gcs_root, batch_sizes=[16], max_steps=100, parallelism=CLUSTER_PARALLELISM))
     assert params["store_root"] == gcs_root
     assert out.rstrip().splitlines()[-1] == f"run planned ({run['run_id']}): " \
                                             f"{server.url}/#/runs/details/{run['run_id']}"
