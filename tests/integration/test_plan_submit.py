@@ -5,6 +5,7 @@ before any probe runs."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from batchscale.cli.main import main
@@ -16,6 +17,7 @@ from tests.conftest import tiny_spec_dict
 from tests.stand_ins.kfp_rest import KfpStandIn, isolate_kfp_client
 
 
+@pytest.mark.slow  # a real plan: probes, timing, a pack task's costs in a fresh process (12-26 s)
 def test_plan_then_submit_the_study(gcs_root, tmp_path, capsys, monkeypatch):
     isolate_kfp_client(monkeypatch, tmp_path)
     spec_file = tmp_path / "tiny.yaml"
