@@ -5,9 +5,14 @@ or http://localhost:8080 from a port-forward you started) or ``--port-forward``,
 runs ``kubectl port-forward -n NAMESPACE svc/ml-pipeline-ui PORT:80`` for the duration of
 the command (the UI service proxies the API). Credentials: ``--token``/``--token-file``
 (a bearer token, e.g. ``gcloud auth print-access-token``), or ``--iap-client-id`` for a
-cluster behind Identity-Aware Proxy (kfp fetches the ID token). Every failure to connect
-ends as one line naming the host and what to try. Nothing reads the environment at
-import time, and kfp is imported only when a command connects.
+cluster behind Identity-Aware Proxy (kfp fetches the ID token). Signing in as a user
+through IAP also takes a desktop OAuth client (``--iap-other-client-id``) and its secret,
+which is read from ``--iap-other-client-secret-file FILE`` or the environment variable
+``BATCHSCALE_IAP_CLIENT_SECRET``, never from the command line, where ``ps`` shows it to
+every user of the machine: ``--iap-other-client-secret VALUE`` is refused in one line
+saying so. Every failure to connect ends as one line naming the host and what to try.
+Nothing reads the environment at import time (the secret's variable is read when a
+command connects), and kfp is imported only when a command connects.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import tempfile
@@ -28,6 +34,11 @@ from batchscale.core.errors import InputError
 
 HEALTHZ = "/apis/v2beta1/healthz"
 PROBE_SECONDS = 5.0
+IAP_SECRET_ENV = "BATCHSCALE_IAP_CLIENT_SECRET"  # the desktop OAuth client's secret
+IAP_SECRET_FILE_FLAG = "--iap-other-client-secret-file"
+SECRET_ON_COMMAND_LINE = "iap_secret_on_command_line"  # the refused flag's dest
+IAP_SECRET_HOW = (f"put it in a file readable only by you and pass {IAP_SECRET_FILE_FLAG} FILE, "
+                  f"or set {IAP_SECRET_ENV}")
 
 
 class KfpConnectionError(InputError):
@@ -43,7 +54,8 @@ class ConnectOptions:
     port_forward_timeout: float = 30.0
     iap_client_id: str | None = None
     iap_other_client_id: str | None = None
-    iap_other_client_secret: str | None = None
+    iap_other_client_secret: str | None = None  # from Python only; the CLI reads a file or env
+    iap_other_client_secret_file: str | None = None
     token: str | None = None
     token_file: str | None = None
     ui_host: str | None = None
@@ -51,9 +63,15 @@ class ConnectOptions:
 
     @classmethod
     def from_args(cls, args) -> ConnectOptions:
-        """The options from parsed flags (any object with these attributes)."""
+        """The options from parsed flags (any object with these attributes). A secret
+        given as a flag's value (``--iap-other-client-secret``) is refused: ``ps`` shows it."""
+        if getattr(args, SECRET_ON_COMMAND_LINE, None) is not None:
+            raise KfpConnectionError("--iap-other-client-secret: a secret on the command line is "
+                                     "shown by `ps` to every user of this machine; "
+                                     f"{IAP_SECRET_HOW}")
         return cls(**{name: getattr(args, name) for name in cls.__dataclass_fields__
-                      if getattr(args, name, None) is not None})
+                      if name != "iap_other_client_secret" and getattr(args, name, None) is not None})
+
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -70,8 +88,11 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--iap-client-id", metavar="ID", help="OAuth client id of the IAP in front of KFP")
     group.add_argument("--iap-other-client-id", metavar="ID",
                        help="desktop OAuth client id, to sign in as a user through IAP")
-    group.add_argument("--iap-other-client-secret", metavar="SECRET",
-                       help="secret of --iap-other-client-id")
+    group.add_argument(IAP_SECRET_FILE_FLAG, metavar="FILE",
+                       help="file holding the secret of --iap-other-client-id (or set "
+                            f"{IAP_SECRET_ENV}; never the secret itself on the command line)")
+    group.add_argument("--iap-other-client-secret", dest=SECRET_ON_COMMAND_LINE,
+                       help=argparse.SUPPRESS)  # refused by from_args, with how to pass it
     group.add_argument("--token", help="bearer token sent to KFP (prefer --token-file)")
     group.add_argument("--token-file", metavar="FILE", help="file holding the bearer token")
     group.add_argument("--ui-host", metavar="URL", help="base URL of the KFP UI for printed links "
@@ -85,16 +106,33 @@ def read_token(options: ConnectOptions) -> str | None:
     if options.token and options.token_file:
         raise KfpConnectionError("--token and --token-file: give one of them")
     if options.token_file:
-        try:
-            with open(options.token_file) as fh:
-                token = fh.read().strip()
-        except OSError as err:
-            raise KfpConnectionError(f"--token-file: cannot read {options.token_file} "
-                                     f"({err.strerror})") from None
-        if not token:
-            raise KfpConnectionError(f"--token-file: {options.token_file} is empty")
-        return token
+        return _read_secret_file("--token-file", options.token_file)
     return options.token or None
+
+
+def _read_secret_file(flag: str, path: str) -> str:
+    """A file's text, stripped; one line naming the flag when it cannot be read or is empty."""
+    try:
+        with open(path) as fh:
+            text = fh.read().strip()
+    except OSError as err:
+        raise KfpConnectionError(f"{flag}: cannot read {path} ({err.strerror})") from None
+    if not text:
+        raise KfpConnectionError(f"{flag}: {path} is empty")
+    return text
+
+
+def read_iap_secret(options: ConnectOptions, environ=None) -> str | None:
+    """The desktop OAuth client's secret, for ``--iap-other-client-id`` only: from
+    ``--iap-other-client-secret-file``, else the value a Python caller put in the options,
+    else ``$BATCHSCALE_IAP_CLIENT_SECRET``; None without ``--iap-other-client-id``."""
+    if not options.iap_other_client_id:
+        return None
+    if options.iap_other_client_secret_file:
+        return _read_secret_file(IAP_SECRET_FILE_FLAG, options.iap_other_client_secret_file)
+    if options.iap_other_client_secret:
+        return options.iap_other_client_secret
+    return (os.environ if environ is None else environ).get(IAP_SECRET_ENV, "").strip() or None
 
 
 def check_options(options: ConnectOptions) -> None:
@@ -104,8 +142,11 @@ def check_options(options: ConnectOptions) -> None:
                                  "Kubeflow Pipelines")
     if (options.token or options.token_file) and options.iap_client_id:
         raise KfpConnectionError("--token/--token-file and --iap-client-id: give one way to authenticate")
-    if bool(options.iap_other_client_id) != bool(options.iap_other_client_secret):
-        raise KfpConnectionError("--iap-other-client-id and --iap-other-client-secret go together")
+    if options.iap_other_client_secret_file and not options.iap_other_client_id:
+        raise KfpConnectionError(f"{IAP_SECRET_FILE_FLAG} is the secret of --iap-other-client-id; "
+                                 "give both")
+    if options.iap_other_client_id and not read_iap_secret(options):
+        raise KfpConnectionError(f"--iap-other-client-id needs its client's secret: {IAP_SECRET_HOW}")
     if options.iap_other_client_id and not options.iap_client_id:
         raise KfpConnectionError("--iap-other-client-id needs --iap-client-id")
 
@@ -120,7 +161,7 @@ def client_kwargs(options: ConnectOptions, host: str) -> dict:
         kwargs["client_id"] = options.iap_client_id
     if options.iap_other_client_id:
         kwargs["other_client_id"] = options.iap_other_client_id
-        kwargs["other_client_secret"] = options.iap_other_client_secret
+        kwargs["other_client_secret"] = read_iap_secret(options)
     if options.user_namespace:
         kwargs["namespace"] = options.user_namespace
     return kwargs

@@ -164,7 +164,25 @@ def place(task, preset: Preset, image: str | None = None, name: str | None = Non
         task.set_env_variable(key, value)
     if image:
         task.set_container_image(image)
-    return task
+    return harden(task)
+
+
+def harden(task):
+    """Say what KFP's compiler leaves unsaid of a hardened pod for this task: its container
+    runs as non-root (``runAsNonRoot``). Returns the task.
+
+    KFP 2.17's backend compiles the rest itself (docs/gke.md, "Hardened pods"): every
+    executor pod gets the RuntimeDefault seccomp profile, and its main container (ours)
+    ``allowPrivilegeEscalation: false`` and capabilities ``drop: [ALL]``; but it leaves
+    ``runAsNonRoot`` off the main container, since another project's image may run as
+    root. Ours run as uid 1000 (``USER 1000`` in images/*/Dockerfile, numeric so the
+    kubelet can check it), so we say it; kfp-kubernetes 2.17 can set no more per task
+    (``set_security_context``: user, group, non-root). An admin's cluster-wide default
+    (KFP's ``DEFAULT_SECURITY_CONTEXT_RUN_AS_NON_ROOT``) wins over it. ``place`` calls
+    this for every task; kfp.local ignores it."""
+    from kfp import kubernetes
+
+    return kubernetes.set_security_context(task, run_as_non_root=True)
 
 
 def pod_env(preset: Preset, name: str | None = None) -> dict[str, str]:

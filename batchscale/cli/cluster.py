@@ -10,9 +10,13 @@ SPEC may be an experiment (``core.experiment``): its own pipeline,
 batchscale-experiment-<P>, one run for all its studies.
 
 Connection: --host URL or --port-forward, with --token-file or --iap-client-id where the
-cluster needs them (see batchscale.pipelines.kfp_connect). Thin: the work is in kfp_publish.
+cluster needs them (see batchscale.pipelines.kfp_connect; a secret is read from a file or
+the environment, never from a flag's value). Thin: the work is in kfp_publish.
 What no pod could reach of the user's workload (a model named by its file, local data, a
-build without the user image) is refused before any connection is made.
+build without the user image), a local store and bad connection flags are refused before
+any connection is made. ``batchscale plan --submit`` submits through the same functions
+(``connection_options`` and ``check_submit`` before its probes, ``submit_checked`` after
+the plan).
 """
 
 from __future__ import annotations
@@ -43,16 +47,30 @@ def _checked(args: argparse.Namespace):
     """The study or experiment (``build_run_spec``), each study checked for the cluster
     before any connection is made."""
     spec = for_cluster(build_run_spec(args), args)
-    for study in getattr(spec, "specs", (spec,)):
-        check_for_cluster(study, get_preset(args.preset).image, images_arg(args))
+    check_cluster_workload(args, spec)
     return spec
 
 
+def check_cluster_workload(args: argparse.Namespace, spec) -> None:
+    """What no pod could reach of the user's workload, refused (``check_for_cluster``)."""
+    for study in getattr(spec, "specs", (spec,)):
+        check_for_cluster(study, get_preset(args.preset).image, images_arg(args))
+
+
+def connection_options(args: argparse.Namespace) -> kfp_connect.ConnectOptions:
+    """The connection flags, checked first: a secret on the command line is refused before
+    anything else is read (``ps`` has shown it already; the user should hear so first)."""
+    options = kfp_connect.ConnectOptions.from_args(args)
+    kfp_connect.check_options(options)
+    return options
+
+
 def cmd_upload(args: argparse.Namespace) -> int:
+    options = connection_options(args)
     spec = _checked(args)
     store_root = pipeline_store_arg(args) or (spec.store if spec.store.startswith("gs://") else "")
     images = images_arg(args)
-    with kfp_connect.connect(args) as (client, ui_base):
+    with kfp_connect.connect(options) as (client, ui_base):
         out = kfp_publish.upload(client, spec, args.preset, images=images, store_root=store_root)
     what = ("created pipeline and version" if out["pipeline_created"]
             else "created version" if out["created"] else "already there, nothing created")
@@ -62,11 +80,18 @@ def cmd_upload(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_submit(args: argparse.Namespace) -> int:
-    spec = _checked(args)
-    kfp_publish.require_gs_store(spec)  # before any connection is made
+def check_submit(args: argparse.Namespace, spec) -> None:
+    """What ``submit`` refuses of the study before it connects (after ``connection_options``):
+    a workload no pod could reach, a store that is not a bucket."""
+    check_cluster_workload(args, spec)
+    kfp_publish.require_gs_store(spec)
+
+
+def submit_checked(args: argparse.Namespace, spec, options: kfp_connect.ConnectOptions) -> int:
+    """Upload (idempotently) and start a run of ``spec``, which ``check_submit`` passed;
+    prints the run's URL."""
     images = images_arg(args)
-    with kfp_connect.connect(args) as (client, ui_base):
+    with kfp_connect.connect(options) as (client, ui_base):
         out = kfp_publish.submit(client, spec, args.preset, images=images, experiment=args.experiment,
                                  pipeline_root=args.pipeline_root, service_account=args.service_account,
                                  run_name=args.run_name, ui_base=ui_base)
@@ -75,6 +100,24 @@ def cmd_submit(args: argparse.Namespace) -> int:
           f"{' (new)' if out['experiment_created'] else ''}")
     print(f"run {out['run_name']} ({out['run_id']}): {out['url']}")
     return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    options = connection_options(args)
+    spec = for_cluster(build_run_spec(args), args)
+    check_submit(args, spec)
+    return submit_checked(args, spec, options)
+
+
+def add_run_args(parser: argparse.ArgumentParser) -> None:
+    """The run's flags of ``submit`` (and ``plan --submit``)."""
+    run = parser.add_argument_group("run")
+    run.add_argument("--experiment", help="experiment name (default: the study name)")
+    run.add_argument("--pipeline-root", metavar="gs://...",
+                     help="where KFP keeps artifacts (default: <store>/pipeline-root)")
+    run.add_argument("--service-account", default=KSA_NAME,
+                     help="Kubernetes service account of the run's pods (default: batchscale-runner)")
+    run.add_argument("--run-name", help="run name (default: <study>-<UTC time>)")
 
 
 def add_commands(sub) -> None:
@@ -86,11 +129,5 @@ def add_commands(sub) -> None:
     up.set_defaults(func=cmd_upload)
     sm = sub.add_parser("submit", help="upload and start a run on Kubeflow Pipelines; prints its URL")
     _common(sm)
-    run = sm.add_argument_group("run")
-    run.add_argument("--experiment", help="experiment name (default: the study name)")
-    run.add_argument("--pipeline-root", metavar="gs://...",
-                     help="where KFP keeps artifacts (default: <store>/pipeline-root)")
-    run.add_argument("--service-account", default=KSA_NAME,
-                     help="Kubernetes service account of the run's pods (default: batchscale-runner)")
-    run.add_argument("--run-name", help="run name (default: <study>-<UTC time>)")
+    add_run_args(sm)
     sm.set_defaults(func=cmd_submit)

@@ -12,6 +12,7 @@
   batchscale workloads [--json]     the workloads with defaults: goal, search space, budgets
   batchscale presets                the trainer placement presets (GPU, TPU, CPU node pools)
   batchscale gke-settings ...       manifests/base/settings.env for your project and cluster
+  batchscale images --registry R    build and push a preset's images, write the --images file
 
 SPEC is a YAML file; without it the embedded default study (quickstart) is used. Flags
 override fields of the spec. A bad spec exits with status 2 and one line naming the
@@ -67,11 +68,11 @@ def make_parser() -> argparse.ArgumentParser:
     """The top parser with every command group's commands."""
     # The command modules are imported here, not at the top, so that a Ctrl-C while they
     # (and numpy, kfp, ...) load is handled by main like one during a command.
-    from batchscale.cli import analysis, calibrate, catalog, cluster, plan, settings, study
+    from batchscale.cli import analysis, calibrate, catalog, cluster, images, plan, settings, study
 
     parser = argparse.ArgumentParser(prog="batchscale", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (study, plan, calibrate, cluster, analysis, catalog, settings):
+    for group in (study, plan, calibrate, cluster, analysis, catalog, settings, images):
         group.add_commands(sub)
     return parser
 

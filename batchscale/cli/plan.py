@@ -3,6 +3,10 @@
   batchscale plan [SPEC] [--probe-seconds S] [--branch-rule R] [--branch-tolerance T]
                   [--branch-seconds S]           probe here, print the plan, write plan.json
   batchscale plan [SPEC] --compile FILE --preset P   the plan pipeline for a cluster instead
+  batchscale plan [SPEC] --submit --store gs://B/P --preset P <connection>
+                  probe here and write the plan, then start the study on Kubeflow
+                  Pipelines as ``batchscale submit`` does (the same flags and code:
+                  ``cli.cluster``'s checks before the probes, ``submit_checked`` after)
 
 The probes (``batchscale.planning.probe``) train a few short runs at the spec's smallest
 batch size to measure the gradient noise scale B_simple, branch short runs from checkpoints of one
@@ -26,6 +30,7 @@ from batchscale.cli.options import (
     add_spec_args,
     build_spec,
     check_here,
+    for_cluster,
     images_arg,
     pipeline_store_arg,
 )
@@ -53,6 +58,14 @@ def add_commands(sub) -> None:
                       help="write the plan pipeline (for the cluster, on --preset) instead of probing here")
     plan.add_argument("--pipeline-store", help="default store_root run parameter (gs://...)")
     add_placement_args(plan)
+    plan.add_argument("--submit", action="store_true",
+                      help="then start the study on Kubeflow Pipelines, as `batchscale submit` "
+                           "does (its connection and run flags below)")
+    from batchscale.cli.cluster import add_run_args
+    from batchscale.pipelines.kfp_connect import add_connection_args
+
+    add_connection_args(plan)
+    add_run_args(plan)
     plan.set_defaults(func=cmd_plan)
 
 
@@ -103,7 +116,22 @@ def probe_environment(parallelism: int = 1):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.compile and args.submit:
+        raise SpecError("--compile and --submit: give one (--compile writes the plan pipeline; "
+                        "--submit plans here, then starts the study on the cluster)")
+    if not args.submit and (args.host or args.port_forward):
+        raise SpecError("--host/--port-forward: only with --submit (plan here, then start the "
+                        "study on Kubeflow Pipelines)")
+    from batchscale.cli.cluster import check_submit, connection_options, submit_checked
+    from batchscale.pipelines.kfp_connect import ConnectOptions
+
+    # Refused before any probe: a run that could not start, and a secret given on the
+    # command line (with or without --submit: `ps` has shown it).
+    connection = connection_options(args) if args.submit else ConnectOptions.from_args(args)
     spec = build_spec(args)
+    study = for_cluster(spec, args)  # what submit sends: the cluster's parallelism
+    if args.submit:
+        check_submit(args, study)
     if args.compile:
         from batchscale.pipelines.plan import compile_plan_pipeline
 
@@ -124,6 +152,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         store.check_compatible(spec)  # a plan for another study under this name: refused
         plan = plan_study(spec, store, log=progress, **options)
     print("\n".join(plan.lines()))
+    if args.submit:  # the study as submit sends it (the probes ran the spec as given)
+        return submit_checked(args, study, connection)
     return 0
 
 

@@ -144,3 +144,19 @@ def test_api_errors_inside_the_block_become_one_line(server):
             client.get_run("no-such-run")
     assert str(err.value) == (f"Kubeflow Pipelines at {server.url} refused the request: HTTP 404: "
                               "run no-such-run not found")
+
+
+def test_cli_refuses_an_iap_secret_on_the_command_line_before_any_request(server, capsys, tmp_path):
+    """``upload``/``submit`` with ``--iap-other-client-secret VALUE``: one line saying how to
+    pass it (a file or the environment), before the spec is read, and nothing sent."""
+    from batchscale.cli.main import main
+
+    for command in ("upload", "submit"):
+        code = main([command, "--store", "gs://my-bucket/s", "--host", server.url, "--iap-client-id", "1",
+                     "--iap-other-client-id", "2", "--iap-other-client-secret", "hunter2"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and "\n" not in err, err
+        assert err.startswith("batchscale: error: --iap-other-client-secret: a secret on the command "
+                              "line is shown by `ps`")
+        assert "--iap-other-client-secret-file FILE" in err and "hunter2" not in err
+    assert server.requests == []

@@ -20,7 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from batchscale.cli import analysis, calibrate, catalog, cluster, local_pipeline, plan, settings, study
+from batchscale.cli import (
+    analysis,
+    calibrate,
+    catalog,
+    cluster,
+    images,
+    local_pipeline,
+    plan,
+    settings,
+    study,
+)
 from batchscale.cli.main import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, main, make_parser
 from tests.import_graph import graph
 
@@ -36,6 +46,7 @@ GROUPS = {  # the command groups of issue 11 and the commands each registers, in
     analysis: ["report", "compare"],
     catalog: ["workloads", "presets"],
     settings: ["gke-settings"],
+    images: ["images"],
 }
 
 

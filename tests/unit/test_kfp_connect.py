@@ -10,6 +10,7 @@ import argparse
 import pytest
 
 from batchscale.pipelines.kfp_connect import (
+    IAP_SECRET_ENV,
     ConnectOptions,
     KfpConnectionError,
     add_connection_args,
@@ -60,9 +61,47 @@ def test_iap_flags_become_kfp_client_arguments():
         "host": "https://kfp.example.com", "ui_host": "https://ui.example.com",
         "client_id": "123.apps.googleusercontent.com", "other_client_id": "456.apps",
         "other_client_secret": "shh"}
-    with pytest.raises(KfpConnectionError, match="go together"):
+
+
+
+def test_the_iap_client_secret_comes_from_a_file_or_the_environment(tmp_path, monkeypatch):
+    """Never from a flag's value: ``ps`` shows a command line to every user."""
+    parser = argparse.ArgumentParser()
+    add_connection_args(parser)
+    secret = tmp_path / "iap-secret"
+    secret.write_text("from-the-file\n")
+    monkeypatch.setenv(IAP_SECRET_ENV, "from-the-environment")
+    flags = ["--host", "https://kfp.example.com", "--iap-client-id", "1", "--iap-other-client-id", "2"]
+    options = ConnectOptions.from_args(parser.parse_args([*flags, "--iap-other-client-secret-file",
+                                                          str(secret)]))
+    assert client_kwargs(options, options.host)["other_client_secret"] == "from-the-file"
+    options = ConnectOptions.from_args(parser.parse_args(flags))
+    assert client_kwargs(options, options.host)["other_client_secret"] == "from-the-environment"
+    with pytest.raises(KfpConnectionError) as refused:
+        ConnectOptions.from_args(parser.parse_args([*flags, "--iap-other-client-secret", "shh"]))
+    message = str(refused.value)
+    assert message.startswith("--iap-other-client-secret: a secret on the command line is shown by `ps`")
+    assert "--iap-other-client-secret-file FILE" in message and IAP_SECRET_ENV in message
+    assert "shh" not in message and "\n" not in message
+    assert "--iap-other-client-secret " not in parser.format_help()  # only the file flag is offered
+
+
+def test_an_iap_client_without_its_secret_or_a_secret_without_its_client_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv(IAP_SECRET_ENV, raising=False)
+    with pytest.raises(KfpConnectionError, match="--iap-other-client-id needs its client's secret: put it "
+                                                 "in a file"):
         with connect(ConnectOptions(host="https://kfp.example.com", iap_client_id="1",
                                     iap_other_client_id="2")):
+            pass
+    with pytest.raises(KfpConnectionError, match="is the secret of --iap-other-client-id; give both"):
+        with connect(ConnectOptions(host="https://kfp.example.com", iap_client_id="1",
+                                    iap_other_client_secret_file=str(tmp_path / "s"))):
+            pass
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    with pytest.raises(KfpConnectionError, match=f"--iap-other-client-secret-file: {empty} is empty"):
+        with connect(ConnectOptions(host="https://kfp.example.com", iap_client_id="1",
+                                    iap_other_client_id="2", iap_other_client_secret_file=str(empty))):
             pass
 
 
