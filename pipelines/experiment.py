@@ -32,12 +32,13 @@ from batchscale.components.compare_experiment import compare_experiment
 from batchscale.components.plan_experiment_round import plan_experiment_round
 from batchscale.components.prepare_experiment_data import prepare_experiment_data
 from batchscale.components.train_experiment_pack import train_experiment_pack
+from batchscale.core.errors import InputError
 from batchscale.core.experiment import ExperimentSpec
 from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
 from batchscale.core.images import image_reference
 from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
 from batchscale.pipelines.cluster_workload import check_for_cluster, model_image, uses_user_model
-from batchscale.pipelines.placement import LIGHT, get_preset, pack_size_for, place
+from batchscale.pipelines.placement import LIGHT, get_preset, multi_host_preset, pack_size_for, place
 from batchscale.pipelines.study import PACK_RETRIES, place_pack_task
 
 PARAMETER = "experiment_spec"
@@ -112,13 +113,17 @@ def build_experiment_pipeline(experiment: ExperimentSpec, store_root: str = "",
 
 def compile_experiment_pipeline(experiment: ExperimentSpec, output: str, store_root: str = "",
                                 preset: str = DEFAULT_PRESET,
-                                images: dict[str, str] | None = None) -> str:
+                                images: dict[str, str] | None = None, queue: str = "") -> str:
     """Compile the experiment's pipeline for a cluster to ``output``; refuses first what no
     pod could reach, study by study (``cluster_workload.check_for_cluster``)."""
     from kfp import compiler
 
     from batchscale.pipelines.compiled_defaults import keep_integer_defaults
 
+    if multi_host_preset(preset) or queue:
+        raise InputError(f"preset: an experiment runs on one-host presets ({preset} spans several "
+                         "hosts, or a --queue was given); compile each of its studies for a "
+                         "multi-host preset instead (`batchscale compile STUDY --preset P`)")
     for spec in experiment.specs:
         check_for_cluster(spec, get_preset(preset).image, images)
     compiler.Compiler().compile(build_experiment_pipeline(experiment, store_root, preset, images), output)

@@ -34,14 +34,14 @@ DESCRIPTION = ("batchscale: steps to a goal validation error against batch size 
 
 
 def compile_yaml(spec: StudySpec | ExperimentSpec, preset: str, images: dict | None, store_root: str,
-                 path: str) -> str:
+                 path: str, queue: str = "") -> str:
     """Compile the study's (or the experiment's) pipeline for ``preset`` to ``path``;
     returns the YAML text."""
     from batchscale.pipelines.experiment import compile_experiment_pipeline
     from batchscale.pipelines.study import compile_pipeline
 
     compile = compile_experiment_pipeline if isinstance(spec, ExperimentSpec) else compile_pipeline
-    compile(spec, path, store_root=store_root, preset=preset, images=images)
+    compile(spec, path, store_root=store_root, preset=preset, images=images, queue=queue)
     with open(path) as fh:
         return fh.read()
 
@@ -123,7 +123,7 @@ def find_version(client, pipeline_id: str, pipeline: str, wanted: str, yaml_text
 
 
 def upload(client, spec: StudySpec | ExperimentSpec, preset: str, images: dict | None = None,
-           store_root: str = "") -> dict:
+           store_root: str = "", queue: str = "") -> dict:
     """Make sure KFP holds this compiled pipeline; returns its ids and whether anything was created.
 
     ``store_root`` becomes the default of the pipeline's store_root parameter.
@@ -131,7 +131,7 @@ def upload(client, spec: StudySpec | ExperimentSpec, preset: str, images: dict |
     name, _, description = _published_as(spec, preset)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, f"{name}.yaml")
-        text = compile_yaml(spec, preset, images, store_root, path)
+        text = compile_yaml(spec, preset, images, store_root, path, queue)
         wanted = version_name(spec, text)
         pipeline_id = client.get_pipeline_id(name)
         created = pipeline_created = False
@@ -175,10 +175,10 @@ def run_url(ui_base: str, run_id: str) -> str:
 def submit(client, spec: StudySpec | ExperimentSpec, preset: str, images: dict | None = None,
            experiment: str | None = None,
            pipeline_root: str | None = None, service_account: str = KSA_NAME,
-           run_name: str | None = None, ui_base: str = "") -> dict:
+           run_name: str | None = None, ui_base: str = "", queue: str = "") -> dict:
     """Upload (idempotently) and start a run of the study in its experiment; returns the ids and URL."""
     require_gs_store(spec)
-    published = upload(client, spec, preset, images=images, store_root=spec.store)
+    published = upload(client, spec, preset, images=images, store_root=spec.store, queue=queue)
     experiment = experiment or spec.name
     experiment_id, experiment_created = get_or_create_experiment(client, experiment)
     run_name = run_name or f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"

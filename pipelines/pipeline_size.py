@@ -17,9 +17,9 @@ dag.go``), where every driver is a pod of its own:
   loop body's DAG (1) plus the body's tasks;
 - the root: a driver (1) plus its tasks.
 
-N is known only at run time; ``loop_bounds`` gives each loop's upper bound (lanes), and
-``size`` counts with them. TrainJob pods (multi-host packs) are not the pipeline's and
-are not counted here.
+N is known only at run time. A loop over lanes runs all its items at once, so its
+``parallelismLimit`` is its bound, and ``size`` counts with it unless told otherwise.
+TrainJob pods (multi-host packs) are not the pipeline's and are not counted here.
 """
 
 from __future__ import annotations
@@ -47,23 +47,26 @@ class PipelineSize:
                 f"{self.size_bytes / 1024:.0f} KiB compiled")
 
 
-def size(path: str, items_per_loop) -> PipelineSize:
+def size(path: str, items_per_loop=None) -> PipelineSize:
     """The size of the compiled pipeline at ``path`` when each of its ParallelFor loops
-    runs ``items_per_loop(loop_task_name)`` items (a number, or a function of the loop's
-    task name in the IR, e.g. ``for-loop-2``)."""
+    runs ``items_per_loop`` items (a number, or a function of the loop's task in the IR;
+    None: its ``parallelismLimit``, the bound of a loop over lanes)."""
     with open(path) as fh:
         doc = next(d for d in yaml.safe_load_all(fh) if d and "components" in d)
     components = doc["components"]
-    count = items_per_loop if callable(items_per_loop) else (lambda _name: items_per_loop)
+    if items_per_loop is None:
+        count = lambda task: task["iteratorPolicy"]["parallelismLimit"]  # noqa: E731
+    else:
+        count = items_per_loop if callable(items_per_loop) else (lambda _task: items_per_loop)
     totals = {"iterations": 0, "loops": 0}
 
     def dag_pods(dag: dict) -> int:
         pods = 0
-        for name, task in dag.get("tasks", {}).items():
+        for task in dag.get("tasks", {}).values():
             component = components[task["componentRef"]["name"]]
             inner = dag_pods(component["dag"]) if "dag" in component else None
             if "parameterIterator" in task:
-                n = int(count(name))
+                n = int(count(task))
                 totals["iterations"] += n
                 totals["loops"] += 1
                 pods += 1 + n * (1 + (inner or 0))

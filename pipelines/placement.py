@@ -246,3 +246,15 @@ def format_presets() -> str:
                      f"{price:.3g}", p.description))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
+
+
+def multi_host_preset(name: str) -> PresetFacts | None:
+    """The facts of preset ``name`` when it spans several hosts (a TrainJob per pack of
+    its big batch sizes), else None; an unknown name is refused (``get_preset``)."""
+    get_preset(name)
+    facts = next(f for f in PRESET_FACTS if f.name == name)
+    return facts if facts.hosts > 1 else None
+
+
+def multi_host_presets() -> list[str]:
+    return [f.name for f in PRESET_FACTS if f.hosts > 1]

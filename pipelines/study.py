@@ -73,14 +73,32 @@ from kfp import dsl
 from batchscale.components.aggregate import aggregate
 from batchscale.components.plan_round import plan_round
 from batchscale.components.prepare_data import prepare_data
+from batchscale.components.select_lanes import select_lanes
+from batchscale.components.train_multihost_pack import train_multihost_pack
 from batchscale.components.train_pack import train_pack
+from batchscale.core.errors import InputError
 from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
 from batchscale.core.images import image_reference
 from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
+from batchscale.core.presets import MIN_EXAMPLES_PER_CHIP
 from batchscale.core.spec import StudySpec
 from batchscale.core.workload_card import workload_line
 from batchscale.pipelines.cluster_workload import check_for_cluster, model_image
-from batchscale.pipelines.placement import LIGHT, get_preset, pack_size_for, place
+from batchscale.pipelines.placement import (
+    LIGHT,
+    get_preset,
+    multi_host_placement,
+    multi_host_preset,
+    multi_host_presets,
+    pack_size_for,
+    place,
+)
+from batchscale.search.lanes import MULTI_HOST, ONE_POD
+
+# Multi-host lanes a round runs at once: each holds a whole slice (or several GPU nodes)
+# while its TrainJob runs, and 2 keeps a 3-round paper-size study under 256 pods beside 16
+# one-pod lanes (``pipelines.pipeline_size``). More need quota for more slices at once.
+MULTI_HOST_LANES = 2
 
 # A failed pack task (a preempted pod, most often) is tried again this many times, after a
 # minute and then doubling (the node pool needs that long to bring up a new spot node).
@@ -95,7 +113,8 @@ def pipeline_name(preset: str) -> str:
 
 
 def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_PRESET,
-                   images: dict[str, str] | None = None, retries: int = PACK_RETRIES):
+                   images: dict[str, str] | None = None, retries: int = PACK_RETRIES,
+                   queue: str = ""):
     """The pipeline function, with ``spec`` (and ``store_root``) as parameter defaults.
 
     ``images`` maps image names to built references (skaffold's output); without it the
@@ -103,14 +122,25 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
     or in the user image where the model is the user's (``cluster_workload.model_image``).
     ``retries``: attempts after a pack task's first failure (kfp.local honours them too,
     backoff included, so a local run that wants a failure reported at once passes 0).
-    """
 
-    trainer = get_preset(preset)
+    A multi-host preset (``hosts`` > 1) makes each round two loops: one-pod lanes on its
+    ``single_host`` sibling, and ``MULTI_HOST_LANES`` lanes of the batch sizes that span
+    every host (``core.presets.multi_host_for``), each a light task that launches one
+    TrainJob per pack (``train_multihost_pack``; ``queue``: the Kueue LocalQueue its jobs
+    name, "" for none).
+    """
+    multi = multi_host_preset(preset)
+    one_pod = multi.single_host if multi else preset  # where the one-pod packs train
+    trainer = get_preset(one_pod)
     light_image = image_reference(LIGHT_IMAGE_NAME, images)
     trainer_image = model_image(spec, trainer.image, images)
     default_spec = spec.to_dict()
-    pack_size = pack_size_for(spec, preset)
+    pack_size = pack_size_for(spec, one_pod)
     lanes = spec.parallelism  # pack tasks per round, all at once (search.lanes)
+    if queue and not multi:
+        raise InputError(f"queue: {queue!r} names the Kueue queue of multi-host TrainJobs; preset "
+                         f"{preset} trains every pack in one pod (multi-host presets: "
+                         f"{', '.join(multi_host_presets())})")
 
     def light(task):
         return place(task, LIGHT, light_image).set_caching_options(False)
@@ -119,23 +149,52 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
                   description="One lane of packs, with its retry policy (the loop body).")
     def train_pack_retried(study_spec: dict, lane: dict, store_root: str):
         task = train_pack(study_spec=study_spec, lane=lane, store_root=store_root)
-        place_pack_task(task, trainer, trainer_image, preset, retries)
+        place_pack_task(task, trainer, trainer_image, one_pod, retries)
+
+    def train_multihost_retried(study_spec: dict, lane: dict, store_root: str):
+        task = light(train_multihost_pack(
+            study_spec=study_spec, lane=lane, store_root=store_root,
+            placement=multi_host_placement(preset), image=trainer_image, queue=queue,
+            kfp_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER)).set_display_name("train-multihost-pack")
+        if retries:
+            task.set_retry(num_retries=retries, backoff_duration=PACK_RETRY_BACKOFF,
+                           backoff_max_duration=PACK_RETRY_MAX_BACKOFF)
+
+    if multi:  # a @dsl.pipeline builds its body as it is defined: only for a multi-host preset
+        train_multihost_retried = dsl.pipeline(
+            name="train-multihost-pack-retried",
+            description="One lane of multi-host packs, a TrainJob each, with its retry policy.",
+        )(train_multihost_retried)
 
     @dsl.pipeline(name="study-round",
                   description="One search round: plan its packs, then train them in lanes.")
     def study_round(study_spec: dict, store_root: str, dataset_location: str, stage: int):
-        planned = light(plan_round(study_spec=study_spec, store_root=store_root,
-                                   dataset_location=dataset_location, pack_size=pack_size,
-                                   stage=stage, lanes=lanes))
+        planned = light(plan_round(
+            study_spec=study_spec, store_root=store_root, dataset_location=dataset_location,
+            pack_size=pack_size, stage=stage, lanes=lanes,
+            multi_host_preset=preset if multi else "",
+            multi_host_lanes=MULTI_HOST_LANES if multi else 0,
+            multi_host_pack_size=pack_size_for(spec, preset) if multi else 1))
         planned.set_display_name("plan-round")
-        with dsl.ParallelFor(planned.output, parallelism=lanes) as lane:
+        one_pod_lanes = planned.output
+        if multi:
+            one_pod_lanes = light(select_lanes(lanes=planned.output, kind=ONE_POD)).output
+            spanning = light(select_lanes(lanes=planned.output, kind=MULTI_HOST)).output
+            with dsl.ParallelFor(spanning, parallelism=MULTI_HOST_LANES) as lane:
+                launched = train_multihost_retried(study_spec=study_spec, lane=lane,
+                                                   store_root=store_root)
+                launched.set_caching_options(False).set_display_name("multi-host lane")
+        with dsl.ParallelFor(one_pod_lanes, parallelism=lanes) as lane:
             trained = train_pack_retried(study_spec=study_spec, lane=lane, store_root=store_root)
             trained.set_caching_options(False).set_display_name("lane")
 
     @dsl.pipeline(
         name=pipeline_name(preset),
         description="Steps to a goal validation error against batch size, with metaparameters "
-        f"tuned anew at every batch size (Shallue et al. 2019). Trainer placement: {preset}; "
+        f"tuned anew at every batch size (Shallue et al. 2019). Trainer placement: {preset}"
+        + (f" (batch sizes from {MIN_EXAMPLES_PER_CHIP * multi.devices} up as TrainJobs over its "
+           f"{multi.hosts} hosts, {MULTI_HOST_LANES} at once; smaller ones on {one_pod})"
+           if multi else "") + "; "
         f"{pack_size} trial(s) per pack; each round's packs in at most {lanes} pack tasks at once "
         f"(lanes; the compile-time --parallelism); up to {spec.max_rounds} search rounds. "
         f"Default study {spec.name}: {workload_line(spec.workload)}.",
@@ -170,7 +229,7 @@ def place_pack_task(task, trainer, image: str, preset: str, retries: int):
 
 
 def compile_pipeline(spec: StudySpec, output: str, store_root: str = "", preset: str = DEFAULT_PRESET,
-                     images: dict[str, str] | None = None) -> str:
+                     images: dict[str, str] | None = None, queue: str = "") -> str:
     """Compile the study's pipeline for a cluster to ``output``; refuses first what no pod
     could reach (``cluster_workload.check_for_cluster``)."""
     from kfp import compiler
@@ -178,6 +237,6 @@ def compile_pipeline(spec: StudySpec, output: str, store_root: str = "", preset:
     from batchscale.pipelines.compiled_defaults import keep_integer_defaults
 
     check_for_cluster(spec, get_preset(preset).image, images)
-    compiler.Compiler().compile(build_pipeline(spec, store_root, preset, images), output)
+    compiler.Compiler().compile(build_pipeline(spec, store_root, preset, images, queue=queue), output)
     keep_integer_defaults(output, spec.to_dict())
     return output

@@ -71,7 +71,8 @@ def cmd_upload(args: argparse.Namespace) -> int:
     store_root = pipeline_store_arg(args) or (spec.store if spec.store.startswith("gs://") else "")
     images = images_arg(args)
     with kfp_connect.connect(options) as (client, ui_base):
-        out = kfp_publish.upload(client, spec, args.preset, images=images, store_root=store_root)
+        out = kfp_publish.upload(client, spec, args.preset, images=images, store_root=store_root,
+                                 queue=args.queue)
     what = ("created pipeline and version" if out["pipeline_created"]
             else "created version" if out["created"] else "already there, nothing created")
     print(f"pipeline {out['pipeline_name']} ({out['pipeline_id']})")
@@ -94,7 +95,7 @@ def submit_checked(args: argparse.Namespace, spec, options: kfp_connect.ConnectO
     with kfp_connect.connect(options) as (client, ui_base):
         out = kfp_publish.submit(client, spec, args.preset, images=images, experiment=args.experiment,
                                  pipeline_root=args.pipeline_root, service_account=args.service_account,
-                                 run_name=args.run_name, ui_base=ui_base)
+                                 run_name=args.run_name, ui_base=ui_base, queue=args.queue)
     print(f"pipeline {out['pipeline_name']} version {out['version_name']}"
           f"{' (new)' if out['created'] else ''}; experiment {out['experiment']}"
           f"{' (new)' if out['experiment_created'] else ''}")

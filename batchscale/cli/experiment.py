@@ -151,7 +151,7 @@ def compile_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> 
     images = images_arg(args)
     output = args.output if args.output != "batchscale-study.yaml" else "batchscale-experiment.yaml"
     compile_experiment_pipeline(experiment, output, store_root=pipeline_store_arg(args),
-                                preset=args.preset, images=images)
+                                preset=args.preset, images=images, queue=args.queue)
     print(f"wrote {output} (experiment {experiment.name}: {len(experiment.studies)} studies, "
           f"parallelism {experiment.parallelism}, preset {args.preset})")
     if not (args.pipeline_store or experiment.store.startswith("gs://")):

@@ -204,6 +204,9 @@ def add_placement_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", metavar="FILE",
                         help="skaffold's --file-output JSON (e.g. build/images.json): the built "
                              "image references to put in the pipeline")
+    parser.add_argument("--queue", default="", metavar="NAME",
+                        help="Kueue LocalQueue the TrainJobs of a multi-host preset name "
+                             "(default: none; docs/gke.md#past-one-node)")
 
 
 def images_arg(args: argparse.Namespace) -> dict[str, str] | None:

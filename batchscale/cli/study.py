@@ -124,9 +124,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return compile_experiment(args, spec)
     images = images_arg(args)
     compile_pipeline(spec, args.output, store_root=pipeline_store_arg(args), preset=args.preset,
-                     images=images)
+                     images=images, queue=args.queue)
     print(f"wrote {args.output} (study {spec.name}, {spec.parallelism} pack tasks at once, "
-          f"preset {args.preset}): {compiled_size(args.output, spec.parallelism).line()}")
+          f"preset {args.preset}): {compiled_size(args.output).line()}")
     if not (args.pipeline_store or spec.store.startswith("gs://")):
         print("note: the default store is a local folder; pass --pipeline-store gs://BUCKET/PREFIX "
               "or set store_root when starting the run on a cluster", file=sys.stderr)

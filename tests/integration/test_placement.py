@@ -45,7 +45,11 @@ def _by_task(executors, prefix):
 
 @pytest.mark.parametrize("preset", list(PRESETS))
 def test_every_preset_places_the_trainer_and_only_the_trainer(tmp_path, preset):
+    """A multi-host preset's one-pod packs train on its single-host sibling; its own hosts
+    are reached only through the TrainJobs of the multi-host loop (a light task)."""
     p = PRESETS[preset]
+    if p.hosts > 1:
+        p = PRESETS[p.single_host]
     pipeline, platform = _compiled(tmp_path, preset, images=BUILT)
     assert pipeline["pipelineInfo"]["name"] == pipeline_name(preset) == f"batchscale-study-{preset}"
     executors = _executors(pipeline, platform)
@@ -69,7 +73,9 @@ def test_every_preset_places_the_trainer_and_only_the_trainer(tmp_path, preset):
     assert container["image"] == BUILT[p.image]
     assert {"name": CPUS_ENV, "value": p.cpu} in container["env"]
 
-    for task in LIGHT_TASKS:
+    multi = ("train-multihost-pack", "select-lanes") if PRESETS[preset].hosts > 1 else ()
+    assert any(name.startswith("exec-train-multihost-pack") for name in executors) == bool(multi)
+    for task in (*LIGHT_TASKS, *multi):
         light, light_k8s = _by_task(executors, task)
         assert "accelerator" not in light["resources"], task
         assert light["resources"]["resourceCpuRequest"] == "500m"
