@@ -11,7 +11,8 @@ driver pod per task, see there):
 - per pack: each loop iterates once per pack, round 1's packs (``make_packs`` at the
   preset's pack size) in every round, the bound the issue quoted (later rounds add up to
   as many again);
-- lanes: each loop at most ``parallelism`` iterations, whatever the study's size.
+- lanes: each loop at most its ``parallelism`` iterations (one-pod lanes: ``--lanes``;
+  a multi-host preset's second loop: 2), whatever the study's size.
 
 Both counts use the same compiled DAG (one iteration of either design is one pack task
 with its retry wrapper). TrainJob pods of multi-host packs are not the pipeline's and are
@@ -30,13 +31,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from batchscale.cli.main import main as cli  # noqa: E402
 from batchscale.cli.options import CLUSTER_PARALLELISM  # noqa: E402
 from batchscale.pipelines.pipeline_size import size  # noqa: E402
-from batchscale.pipelines.placement import pack_size_for  # noqa: E402
+from batchscale.pipelines.placement import multi_host_preset, pack_size_for  # noqa: E402
+from batchscale.rounds.stage_lanes import multi_host_rule, split_multi_host  # noqa: E402
 from batchscale.search.packs import make_packs  # noqa: E402
 from batchscale.validation import parse_spec  # noqa: E402
 
 BATCH_SIZES = ",".join(str(2**k) for k in range(1, 15))
 CASES = [("mnist/simple_cnn_base", "cpu"), ("mnist/simple_cnn_base", "nvidia-l4"),
-         ("mnist/simple_cnn_base", "tpu-v5e-2x2"), ("imagenet/resnet_50", "tpu-v5e-2x4")]
+         ("mnist/simple_cnn_base", "tpu-v5e-2x2"), ("imagenet/resnet_50", "tpu-v5e-2x4"),
+         ("imagenet/resnet_50", "tpu-v5e-4x4")]  # the last: multi-host, two loops a round
 
 
 def measure(workload: str, preset: str, lanes: int, folder: str) -> dict:
@@ -50,8 +53,19 @@ def measure(workload: str, preset: str, lanes: int, folder: str) -> dict:
     with open(path) as fh:
         doc = next(d for d in yaml.safe_load_all(fh) if d and "root" in d)
     spec = parse_spec(doc["root"]["inputDefinitions"]["parameters"]["study_spec"]["defaultValue"])
-    packs = len(make_packs(spec, pack_size_for(spec, preset)))
-    return {"packs": packs, "per_pack": size(path, packs), "lanes": size(path, lanes)}
+    multi = multi_host_preset(preset)
+    if multi is None:
+        packs = len(make_packs(spec, pack_size_for(spec, preset)))
+        return {"packs": packs, "per_pack": size(path, packs), "lanes": size(path)}
+    one_pod, spanning = split_multi_host(make_packs(spec, pack_size_for(spec, multi.single_host)),
+                                         multi_host_rule(preset), pack_size_for(spec, preset))
+
+    def per_pack(task: dict) -> int:  # each loop over its own kind's packs
+        one = task["iteratorPolicy"]["parallelismLimit"] == lanes
+        return len(one_pod) if one else len(spanning)
+
+    return {"packs": len(one_pod) + len(spanning), "per_pack": size(path, per_pack),
+            "lanes": size(path)}
 
 
 def main() -> None:
@@ -59,7 +73,7 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=CLUSTER_PARALLELISM)
     args = parser.parse_args()
     rows = [("workload", "preset", "round-1 packs", "per pack: iterations / pods",
-             f"lanes ({args.lanes}): iterations / pods", "compiled KiB")]
+             f"lanes ({args.lanes}; multi-host 2): iterations / pods", "compiled KiB")]
     with tempfile.TemporaryDirectory() as folder:
         for workload, preset in CASES:
             m = measure(workload, preset, args.lanes, folder)
