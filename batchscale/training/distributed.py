@@ -27,11 +27,21 @@ process was asked to stop (SIGTERM may reach one host only). Those agreements ar
 collectives over the processes (``jax.experimental.multihost_utils``); a one-process
 ``Team`` (``Team.solo()``) agrees with itself without touching JAX. Nothing here reads
 the environment or imports JAX at import time.
+
+A stop also travels outside the collectives (``relayed_stops``): the agreement after a
+chunk is the normal path, but when a step or an evaluation outlasts the notice there is
+no agreement before the deadline (``signals.StopRequest``), and the writer, whose host
+may not have been signalled at all, must still write its trial's last evaluated state.
+So a process asked to stop also says so in JAX's coordination service (a key), and every
+process watches that key and makes its own request when it appears: every process's
+deadline then runs, and the writer's writes what it holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +51,8 @@ NUM_PROCESSES_ENV = "BATCHSCALE_NUM_PROCESSES"
 PROCESS_ID_ENV = "BATCHSCALE_PROCESS_ID"
 INDEX_ENV = "JOB_COMPLETION_INDEX"  # set by an Indexed Job / JobSet on each of its pods
 JOIN_TIMEOUT_SECONDS = 300  # how long a process waits for the others to join
+STOP_KEY = "batchscale/stop"  # in JAX's coordination service: who was asked to stop
+RELAY_SECONDS = 0.5  # how often each process looks at its own request and at that key
 
 
 @dataclass(frozen=True)
@@ -180,3 +192,63 @@ class Team:
         from jax.experimental import multihost_utils
 
         return np.asarray(multihost_utils.broadcast_one_to_all(values, is_source=self.writer))
+
+
+@contextlib.contextmanager
+def relayed_stops(stop, team: Team, log=print):
+    """While the block runs, relay a stop between the processes of ``team`` through JAX's
+    coordination service: this process's request (``stop.requested``, set by SIGTERM) is
+    published once, and another's makes this process's own (``stop()``, which starts its
+    deadline). Every ``RELAY_SECONDS``, from a daemon thread; nothing for one process."""
+    client = _coordination_client() if team.size > 1 else None
+    if client is None:
+        if team.size > 1:
+            log("stop: JAX's coordination client is not reachable here; a stop travels only "
+                "at the agreement after each chunk")
+        yield
+        return
+    done = threading.Event()
+
+    def relay() -> None:
+        while not done.wait(RELAY_SECONDS):
+            try:
+                if stop.requested:
+                    with contextlib.suppress(Exception):  # another process published first
+                        client.key_value_set(STOP_KEY, str(team.process_id))
+                    return
+                who = _try_get(client, STOP_KEY)
+                if who is not None:
+                    log(f"stop: process {who} was asked to stop; this one stops too")
+                    stop()
+                    return
+            except Exception as error:  # noqa: BLE001  (the coordinator is gone: the run ends)
+                log(f"stop: the relay ended ({type(error).__name__}: {error})")
+                return
+
+    thread = threading.Thread(target=relay, name="stop-relay", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def _coordination_client():
+    """JAX's client of its coordination service (the key-value store the processes share),
+    or None: JAX has no public name for it (``jax._src.distributed.global_state``)."""
+    try:
+        from jax._src import distributed as jax_distributed
+
+        return jax_distributed.global_state.client
+    except (ImportError, AttributeError):
+        return None
+
+
+def _try_get(client, key: str) -> str | None:
+    """The key's value, None while it is absent (the client raises NOT_FOUND)."""
+    try:
+        return client.key_value_try_get(key)
+    except Exception as error:  # noqa: BLE001  (XlaRuntimeError, whose kind is in the text)
+        if "NOT_FOUND" in str(error) or "not found" in str(error).lower():
+            return None
+        raise

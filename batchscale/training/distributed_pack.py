@@ -29,7 +29,7 @@ from batchscale.core.errors import InputError
 from batchscale.core.spec import PackSpec, StudySpec, TrialSpec
 from batchscale.search.packs import pack_trials
 from batchscale.store.layout import StudyStore
-from batchscale.training.distributed import Team, join, process_env
+from batchscale.training.distributed import Team, join, process_env, relayed_stops
 from batchscale.training.signals import EXIT_TERMINATED, Stopped, stop_on_sigterm
 from batchscale.training.trial_lifecycle import TrialLeases
 from batchscale.training.workload_check import check_model_source, check_user_workload
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     def log(line: str) -> None:
         print(team.label + line, flush=True)
 
-    with stop_on_sigterm() as stop:
+    with stop_on_sigterm() as stop, relayed_stops(stop, team, log):
         try:
             metas = train_pack_together(spec, pack, team, stop, log)
         except Stopped as e:
