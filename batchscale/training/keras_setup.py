@@ -16,6 +16,8 @@ import sys
 
 import numpy as np
 
+from batchscale.core.errors import InputError
+
 # Keras' optional integrations a trial never uses, imported by ``import keras`` whenever
 # they are installed (batchscale installs all three for itself).
 KERAS_OPTIONAL_IMPORTS = ("sklearn", "pandas", "matplotlib")
@@ -140,13 +142,21 @@ def _jax_data_parallel(batch_size: int, log):
     import keras
 
     devices = training_devices()
+    processes = process_count()
     n = replicas_for(batch_size, len(devices))
+    if processes > 1:  # every process must hold a part of the mesh: all devices or none
+        check_splits(batch_size)
+        n = len(devices)
     if n < 2:
         yield 1
         return
-    log(f"data parallel: global batch {batch_size} over {n} devices ({devices[0]}...)")
+    log(f"data parallel: global batch {batch_size} over {n} devices ({devices[0]}...)"
+        + (f" of {processes} processes" if processes > 1 else ""))
     previous = keras.distribution.distribution()
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:n]))
+    # Several processes: each feeds its own rows of every global batch (``process_rows``),
+    # so Keras must not shard the data for them again.
+    keras.distribution.set_distribution(keras.distribution.DataParallel(
+        devices=devices[:n], auto_shard_dataset=processes == 1))
     try:
         yield n
     finally:
@@ -185,12 +195,55 @@ def hardware(replicas: int) -> dict:
 
 def training_devices() -> list[str]:
     """Keras' accelerator devices when there are any, else its CPU devices (tests force
-    several): what a trial's global batch is spread over on the JAX backend."""
+    several): what a trial's global batch is spread over on the JAX backend. With several
+    processes (``distributed``), every device of every process, process 0's first: the
+    mesh's order, so process ``p``'s devices hold rows ``process_rows`` of a batch."""
     import keras
 
     devices = keras.distribution.list_devices()
     fast = [d for d in devices if not d.lower().startswith("cpu")]
-    return fast or list(devices)
+    chosen = fast or list(devices)
+    if keras.backend.backend() != "jax" or process_count() == 1:
+        return chosen
+    import jax
+
+    owner = {f"{d.platform}:{d.id}": (d.process_index, d.id) for d in jax.devices()}
+    return sorted(chosen, key=lambda name: owner.get(name, (0, 0)))
+
+
+def process_count() -> int:
+    """How many processes train a trial together (``distributed.join``; 1 without JAX)."""
+    if "jax" not in sys.modules:
+        return 1
+    import jax
+
+    return jax.process_count() if jax.distributed.is_initialized() else 1
+
+
+def check_splits(batch_size: int) -> None:
+    """Refuse, in one line, a global batch that several processes cannot share: every
+    process must feed as many rows to each of its devices."""
+    import jax
+
+    processes, devices = jax.process_count(), len(training_devices())
+    if batch_size % devices or devices % processes:
+        raise InputError(f"batch size {batch_size} does not split evenly over the {devices} "
+                         f"devices of {processes} processes: a multi-host trial needs a batch "
+                         "size divisible by its device count")
+
+
+def process_rows(batch_size: int) -> slice:
+    """This process's rows of every global batch of ``batch_size``: all of them in one
+    process; with several, its equal share, in process order (the mesh's order,
+    ``training_devices``): together the processes feed the batch one process would."""
+    processes = process_count()
+    if processes == 1:
+        return slice(None)
+    import jax
+
+    share = batch_size // processes
+    first = jax.process_index() * share
+    return slice(first, first + share)
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.training.signals import Stopped, stop_on_sigterm
-from batchscale.training.trial_lifecycle import TrialLeases, finished_trial
+from batchscale.training.trial_lifecycle import TrialLeases
 
 WAIT_POLL_SECONDS = 5.0  # how often a pack looks again at trials another writer trains
 WAIT_REPEAT_SECONDS = 60.0  # how often it says again that it still waits (new deadline)
@@ -64,11 +64,7 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
             while pending:
                 todo, waiting = [], []
                 for trial in pending:
-                    meta = finished_trial(store, spec, trial, log)
-                    if meta is None and leases.acquire(trial):
-                        meta = finished_trial(store, spec, trial, quiet)  # finished just before?
-                        if meta is not None:
-                            leases.release(trial)
+                    meta = leases.claim(store, trial, log)
                     if meta is not None:
                         results[trial.batch_size, trial.trial_id] = meta
                     elif leases.holds(trial):

@@ -13,6 +13,7 @@ call from arrays (no TensorFlow needed on JAX), streamed ones from their batch i
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -22,15 +23,22 @@ import numpy as np
 
 from batchscale.core.names import OPTIMIZER_DEFAULTS, OPTIMIZER_PARAMETERS
 from batchscale.core.spec import StudySpec, TrialSpec
+from batchscale.training.distributed import Team
 from batchscale.training.evaluation_grid import evaluation_steps
-from batchscale.training.keras_setup import make_loss, seed_keras, select_backend, training_scope
+from batchscale.training.keras_setup import (
+    make_loss,
+    process_rows,
+    seed_keras,
+    select_backend,
+    training_scope,
+)
 from batchscale.training.signals import Stopped
 from batchscale.training.task_losses import VMAPPED_TASKS, loss_targets
 from batchscale.training.trial_lifecycle import (
     FLUSH_SECONDS,
     TrialLife,
     crossing_board,
-    finished_trial,
+    team_finished_trial,
     trial_metadata,
 )
 from batchscale.workloads import build_model
@@ -56,7 +64,8 @@ def resolve_parameters(parameters: dict, max_steps: int, optimizer: str | None =
     return params
 
 
-def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) -> dict:
+def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None,
+              team: Team | None = None) -> dict:
     """Train ``trial`` unless the store holds it finished (``core.trial_state``: COMPLETE
     or INFEASIBLE, and not stopped at a budget since raised); return its metadata.
 
@@ -65,8 +74,14 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
     SIGTERM) makes it checkpoint and raise ``Stopped`` at the end of the current fit call.
     What it writes, and when, is its ``TrialLife``'s (``store``: the study's store, which
     only the lifecycle and the input pipeline read).
+
+    ``team``: the processes that train the trial together (``distributed``; default this
+    one alone). Each feeds its rows of every global batch, the writer (process 0) writes,
+    and after each chunk they agree on its length, on finiteness and on a stop
+    (``Team.chunk``), so all stop at one step.
     """
-    existing = finished_trial(store, spec, trial, log, say_continues=False)
+    team = team or Team.solo()
+    existing = team_finished_trial(store, spec, trial, log, team)
     if existing is not None:
         return existing
 
@@ -91,11 +106,12 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
                                    **settings)
         model.compile(optimizer=optimizer, loss=make_loss(pipeline.task, params.get("label_smoothing", 0.0)))
         evaluate = Evaluator(model, pipeline, spec.evaluation.train_examples, seed, replicas)
-        train = _Trainer(model, pipeline, trial.batch_size, seed)
+        train = _Trainer(model, pipeline, trial.batch_size, seed, process_rows(trial.batch_size))
 
         life = TrialLife(store, spec, trial, params,
-                         trial_metadata(spec, trial, params, max_steps, replicas, "fit"), log,
-                         crossing_board(store, spec, trial.batch_size))
+                         trial_metadata(spec, trial, params, max_steps, replicas, "fit",
+                                        processes=team.size), log,
+                         crossing_board(store, spec, trial.batch_size), team)
         watched = f"val/{spec.goals[0].metric}"
         grid = evaluation_steps(max_steps, spec.evaluation.resolution)
 
@@ -116,7 +132,7 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
         deadline = stop.on_deadline(life.write_held) if stop is not None else None
         try:
             outcome = _train_to_outcome(spec, life, train, evaluate, snapshot, grid, stop, log,
-                                        started, watched, max_steps)
+                                        started, watched, max_steps, team)
         finally:
             if deadline is not None:
                 stop.forget(deadline)
@@ -126,10 +142,11 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None) ->
 
 
 def _train_to_outcome(spec, life, train, evaluate, snapshot, grid, stop, log, started, watched,
-                      max_steps):
+                      max_steps, team: Team):
     """Train and evaluate along ``grid`` until the trial has an outcome (None: nothing
     left to train); a stop request checkpoints here and raises ``Stopped``, before an
-    evaluation too (one may outlast the notice: the resumed trial evaluates there)."""
+    evaluation too (one may outlast the notice: the resumed trial evaluates there).
+    Several processes (``team``) agree on each chunk and on each stop (``Team``)."""
     last_flush = last_checkpoint = time.time()
     for target in grid[1:]:
         if target < life.step or (target == life.step and life.evaluated()):
@@ -137,15 +154,16 @@ def _train_to_outcome(spec, life, train, evaluate, snapshot, grid, stop, log, st
         while life.step < target:
             tick = time.time()
             n = train.steps_for(target - life.step)
-            finite = math.isfinite(train(n))
+            finite, stopping, train.seconds_per_step = team.chunk(
+                math.isfinite(train(n)), _requested(stop), train.seconds_per_step)
             life.trained(life.step + n, time.time() - tick, finite)
-            if stop is not None and stop.requested:
-                _stop(life, snapshot, stop, log)
+            if stopping:
+                _stop(life, snapshot, stop, log, team)
             if time.time() - last_checkpoint >= spec.checkpoint_seconds:
                 life.checkpoint(snapshot)
                 last_checkpoint = time.time()
-        if stop is not None and stop.requested:
-            _stop(life, snapshot, stop, log)
+        if team.stop(_requested(stop)):
+            _stop(life, snapshot, stop, log, team)
         life.record(evaluate(life.step, started))
         outcome = life.outcome()
         if outcome is not None:
@@ -158,10 +176,17 @@ def _train_to_outcome(spec, life, train, evaluate, snapshot, grid, stop, log, st
     return None
 
 
-def _stop(life, snapshot, stop, log) -> None:
-    with stop.final_checkpoint():
+def _requested(stop) -> bool:
+    return stop is not None and stop.requested
+
+
+def _stop(life, snapshot, stop, log, team: Team) -> None:
+    """Checkpoint (the writer) and raise ``Stopped``: this process, or another of its
+    team, was asked to stop."""
+    with stop.final_checkpoint() if stop is not None else contextlib.nullcontext():
         life.checkpoint(snapshot)
-    log(f"{life.label}: stopped at step {life.step} and checkpointed; run it again to resume")
+    done = "checkpointed" if team.writer else "left to process 0 to checkpoint"
+    log(f"{life.label}: stopped at step {life.step} and {done}; run it again to resume")
     raise Stopped(f"stopped at step {life.step}")
 
 
@@ -190,10 +215,14 @@ class _Trainer:
     trial skips the batches it had taken). Each call is cut to about ``CHUNK_SECONDS`` of
     steps, so a stop request is noticed soon; every step is the same compiled train step
     however the calls are cut.
+
+    ``rows``: this process's rows of every global batch (``keras_setup.process_rows``):
+    several processes draw the same batches and each feeds its share to ``fit``.
     """
 
-    def __init__(self, model, pipeline, batch_size: int, seed: int):
-        self.model, self.pipeline, self.batch_size = model, pipeline, batch_size
+    def __init__(self, model, pipeline, batch_size: int, seed: int, rows: slice = slice(None)):
+        self.model, self.pipeline, self.batch_size, self.rows = model, pipeline, batch_size, rows
+        self.share = len(range(batch_size)[rows])
         self.seconds_per_step = None
         # One-hot rows for softmax labels, made once per trial (never for a 32k vocabulary).
         self.eye = (np.eye(pipeline.num_outputs, dtype=np.float32)
@@ -215,11 +244,12 @@ class _Trainer:
     def __call__(self, steps: int) -> float:
         tick = time.perf_counter()
         if self.arrays:
-            indices = self.order.take(steps)
+            indices = self.order.take(steps).reshape(steps, self.batch_size)[:, self.rows].ravel()
             history = self.model.fit(self.x[indices], self.targets[indices],
-                                     batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0)
+                                     batch_size=self.share, epochs=1, shuffle=False, verbose=0)
         else:
-            feed = (_model_batch(b, self.pipeline.task, self.eye, self.length)
+            feed = (_model_batch(tuple(part[self.rows] for part in b), self.pipeline.task,
+                                 self.eye, self.length)
                     for b in itertools.islice(self.batches, steps))
             history = self.model.fit(feed, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
         seconds = (time.perf_counter() - tick) / steps

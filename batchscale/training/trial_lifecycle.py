@@ -37,6 +37,11 @@ the same), after it
 the trial is re-used (``finished_trial``, which removes a checkpoint it no longer
 needs). tests/integration/test_faults_commit.py crashes a trial after each write.
 
+Several processes may train one trial (a multi-host trial, ``distributed``): each has a
+``TrialLife`` with the same progress, rows and decisions, taken from the writer's where
+they could differ (``Team``: rows, outcome, a resumed step), and only the writer's
+writes: the others read the trial's checkpoint to resume from it and write nothing.
+
 ``TrialLeases``: which trials a pack trains, under the store's leases.
 """
 
@@ -46,6 +51,7 @@ from collections.abc import Callable
 
 from batchscale.core.goals import first_step_reaching
 from batchscale.core.names import effective_learning_rate
+from batchscale.core.protocols import STOP_BUDGET, STOP_DIVERGED, STOP_GOAL, STOP_RACE
 from batchscale.core.spec import StudySpec, TrialSpec
 from batchscale.core.trial_state import continues, is_finished, keeps_checkpoint
 from batchscale.store.checkpoints import (
@@ -58,11 +64,15 @@ from batchscale.store.checkpoints import (
 from batchscale.store.crossings import CrossingBoard, checked_board
 from batchscale.store.layout import StudyStore
 from batchscale.store.leases import LEASE_SECONDS, Holding, Leases, lease_dir
+from batchscale.training.distributed import Team
 from batchscale.training.keras_setup import hardware
 from batchscale.training.live_curves import TrialCurves
 from batchscale.training.stop_rule import trial_outcome
 
 FLUSH_SECONDS = 5.0  # how often an engine flushes a trial's progress to the store
+# an outcome as a small integer, for processes to agree on (``Team.same_code``)
+_OUTCOMES = (None, ("INFEASIBLE", STOP_DIVERGED), ("COMPLETE", STOP_GOAL),
+             ("COMPLETE", STOP_BUDGET), ("COMPLETE", STOP_RACE))
 
 # What an engine saves of a trial beside its progress: (named arrays, JSON-able state).
 Snapshot = Callable[[], tuple[dict, dict]]
@@ -78,14 +88,19 @@ class TrialLife:
 
     ``metadata``: the INCOMPLETE metadata.json (``trial_metadata``), kept up to date and
     finally completed. ``rows``, ``step``, ``train_seconds``, ``finite``: its progress.
+    ``team``: the processes training it together (default: this one); a process that is
+    not its ``writer`` keeps the same progress and writes nothing.
     """
 
     def __init__(self, store: StudyStore, spec: StudySpec, trial: TrialSpec, params: dict,
-                 metadata: dict, log, board: CrossingBoard | None = None):
+                 metadata: dict, log, board: CrossingBoard | None = None,
+                 team: Team | None = None):
         self.store, self.spec, self.trial, self.metadata, self.log = store, spec, trial, metadata, log
         self.board = board
+        self.team = team or Team.solo()
+        self.writes = self.team.writer
         self.max_steps = spec.max_steps[trial.batch_size]
-        self.curves = TrialCurves(store.fs, spec, trial, params, log)
+        self.curves = TrialCurves(store.fs, spec, trial, params, log) if self.writes else None
         self.rows: list[dict] = []
         self.step, self.train_seconds, self.finite = 0, 0.0, True
         self._held = None  # (arrays, state, progress) at its last evaluation: ``hold``
@@ -108,8 +123,10 @@ class TrialLife:
             self.log(f"{self.label}: resumed from its checkpoint at step {self.step}{at_budget}")
         else:
             self.log(f"{self.label}: starts at step 0")
-        self.metadata["steps"] = self.step
-        self.store.write_metadata(self.spec, self.trial, self.metadata)
+        self.team.check_same(self.step, f"{self.label}'s step to resume from")
+        if self.writes:
+            self.metadata["steps"] = self.step
+            self.store.write_metadata(self.spec, self.trial, self.metadata)
         return checkpoint
 
     def trained(self, step: int, seconds: float, finite: bool) -> None:
@@ -119,8 +136,9 @@ class TrialLife:
         self.finite = self.finite and finite
 
     def record(self, row: dict) -> None:
-        """An evaluation's row (at ``self.step``)."""
-        self.rows.append(row)
+        """An evaluation's row (at ``self.step``): the writer's, where several processes
+        evaluated it."""
+        self.rows.append(self.team.same_row(row))
 
     def evaluated(self) -> bool:
         """Whether the trial's latest row is an evaluation at its current step."""
@@ -132,6 +150,7 @@ class TrialLife:
         (``StuckTrial`` if there is none)."""
         outcome = trial_outcome(self.spec, self.rows, self.finite, self.step, self.max_steps,
                                 self.board) if self.rows else None
+        outcome = self.team.same_choice(outcome, _OUTCOMES)  # the writer's
         if outcome is None and final:
             raise StuckTrial(
                 f"{self.label}: nothing left to train at step {self.step} of {self.max_steps}, "
@@ -143,6 +162,8 @@ class TrialLife:
 
     def flush(self) -> None:
         """Measurements, INCOMPLETE metadata at its step, live curves: progress a reader sees."""
+        if not self.writes:
+            return
         self.metadata["steps"] = self.step
         self.store.write_measurements(self.spec, self.trial, self.rows)
         self.store.write_metadata(self.spec, self.trial, self.metadata)
@@ -150,6 +171,8 @@ class TrialLife:
 
     def checkpoint(self, snapshot: Snapshot) -> None:
         """A checkpoint to resume from exactly here, then a ``flush``."""
+        if not self.writes:
+            return
         self._write_checkpoint(snapshot)
         self.flush()
 
@@ -157,7 +180,10 @@ class TrialLife:
         """Keep a copy of the trial as it is now, just evaluated, in memory: what
         ``write_held`` checkpoints when a stop cannot wait for the engine
         (``signals.StopRequest``'s deadline). The arrays are copied: an engine's buffers
-        are reused (donated) by the steps that follow."""
+        are reused (donated) by the steps that follow. A process that does not write
+        holds nothing."""
+        if not self.writes:
+            return
         import json
 
         import numpy as np
@@ -179,7 +205,11 @@ class TrialLife:
     def finish(self, outcome: tuple[str, str], num_train_examples: int, wall_time: float,
                snapshot: Snapshot, **extra) -> dict:
         """Record the trial finished with ``outcome`` (see ``finish_trial``), a budget-stopped
-        one keeping a checkpoint here first; ``extra``: engine-specific metadata."""
+        one keeping a checkpoint here first; ``extra``: engine-specific metadata. A process
+        that does not write returns the metadata the writer's would begin with."""
+        if not self.writes:
+            return {**self.metadata, "status": outcome[0], "stop_reason": outcome[1],
+                    "steps": self.step}
         if keeps_checkpoint(outcome[1]):  # a larger budget continues it from here
             self._write_checkpoint(snapshot)
         return finish_trial(self.store, self.spec, self.trial, self.metadata, self.rows, outcome,
@@ -194,8 +224,9 @@ class TrialLife:
 
 
 def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: int,
-                   replicas: int, trainer: str) -> dict:
-    """A trial's metadata.json as it starts (INCOMPLETE): the one form both trainers write."""
+                   replicas: int, trainer: str, processes: int = 1) -> dict:
+    """A trial's metadata.json as it starts (INCOMPLETE): the one form both trainers write.
+    ``processes``: how many processes (hosts) shared its devices, recorded when several."""
     metadata = {
         "trial_id": trial.trial_id, "batch_size": trial.batch_size, "parameters": trial.parameters,
         "effective_learning_rate": effective_learning_rate(params["learning_rate"],
@@ -207,6 +238,8 @@ def trial_metadata(spec: StudySpec, trial: TrialSpec, params: dict, max_steps: i
         # the fit trainer trains one trial at a time; a vmapped group sets its width
         "trained_together": 1, **hardware(replicas),
     }
+    if processes > 1:
+        metadata["processes"] = processes
     if params != trial.parameters:
         metadata["trainer_parameters"] = params  # e.g. decay_steps from decay_fraction
     return metadata
@@ -271,6 +304,19 @@ def finished_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, log,
     return meta
 
 
+def team_finished_trial(store: StudyStore, spec: StudySpec, trial: TrialSpec, log,
+                        team: Team) -> dict | None:
+    """``finished_trial`` as the writer of ``team`` finds it (it alone may remove a spent
+    checkpoint), agreed by every process; another process returns the trial's metadata as
+    read, without writing."""
+    if team.size == 1:
+        return finished_trial(store, spec, trial, log, say_continues=False)
+    meta = finished_trial(store, spec, trial, log, say_continues=False) if team.writer else None
+    if not team.same_code(int(meta is not None)):
+        return None
+    return meta if team.writer else (store.read_metadata(spec, trial) or {})
+
+
 class TrialLeases:
     """A pack's leases on its trials (``batchscale.store.leases``): a trial trains only
     under its lease, so two writers never train one trial at once. ``lease_seconds``:
@@ -282,6 +328,17 @@ class TrialLeases:
 
     def _dir(self, trial: TrialSpec) -> str:
         return lease_dir(self.spec.name, trial.batch_size, trial.trial_id)
+
+    def claim(self, store: StudyStore, trial: TrialSpec, log) -> dict | None:
+        """The trial's metadata if it is finished (re-used, ``finished_trial``), else None:
+        then this writer holds its lease (``holds``: train it) or another live writer does
+        (wait for it). Looks again once the lease is taken: finished just before?"""
+        meta = finished_trial(store, self.spec, trial, log)
+        if meta is None and self.acquire(trial):
+            meta = finished_trial(store, self.spec, trial, _quiet)
+            if meta is not None:
+                self.release(trial)
+        return meta
 
     def acquire(self, trial: TrialSpec) -> bool:
         return self.leases.acquire(self._dir(trial), f"trial {trial.batch_size}/{trial.trial_id}")
@@ -299,3 +356,7 @@ class TrialLeases:
 
     def release_all(self) -> None:
         self.leases.release_all()
+
+
+def _quiet(*_) -> None:
+    """A log that says nothing (a second look at a trial already reported)."""

@@ -33,6 +33,7 @@ STORE_BOUNDARY = {
     "batchscale.training.live_curves": "the TensorBoard event files the lifecycle writes",
     "batchscale.training.pack_summary": "reads a pack's runs back for the Kubeflow UI",
     "batchscale.training.pack_task": "a pack task opens its study's store (either pipeline's)",
+    "batchscale.training.distributed_pack": "a multi-host pack's process opens its study's store",
     "batchscale.training.step_timing": "the step-time probes record their profiles",
     "batchscale.training.mixed_probe": "the mixed-batch probe records its pack mode",
     "batchscale.training.pack_mode": "the pack-mode probe reads and records its choice in the profile",
