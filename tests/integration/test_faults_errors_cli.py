@@ -66,7 +66,7 @@ def _pack_task(store: Path) -> int | None:
             args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if args[1:3] == ["-m", "kfp.dsl.executor_main"] and '"pack"' in "".join(args) \
+        if args[1:3] == ["-m", "kfp.dsl.executor_main"] and '"lane"' in "".join(args) \
                 and str(store) in "".join(args):  # not the `sh -ec` around it
             return int(pid)
     return None

@@ -28,7 +28,8 @@ from batchscale.validation import parse_spec
 from tests.conftest import StopAfter, share_datasets, tiny_spec_dict, trial_histories
 
 SIZES = [2, 4, 8]
-STOP_LATE = 40  # chunks until the second stop: the batch-4 and -8 trials have finished
+STOP_LATE = 75  # stop checks (one after each chunk, one before each evaluation) until the second
+# stop: the batch-4 and -8 trials have finished, trial 2/2 has not (60, 80 and 100 did; 48 and 150 did not)
 
 
 def _study(digits_store, root: str, mode: str):
