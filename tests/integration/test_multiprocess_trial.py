@@ -1,7 +1,9 @@
 """One trial trained data-parallel by two JAX processes on this machine, each with two
 CPU devices of its own (XLA's host-platform device count), joined by JAX's multi-process
 runtime on localhost: the entry every pod of a multi-host pack runs
-(``python -m batchscale.training.distributed_pack``), started here as two processes.
+(``python -m batchscale.training.distributed_pack``), started here as two processes with
+the command, arguments and environment of the pods of the JobSet a multi-host task
+creates (``kube.trainjob_manifest``).
 
 It must give the measurements one process gives for the same global batch, and only
 process 0 may write to the store: each process records every write its store makes
@@ -10,7 +12,6 @@ process 0 may write to the store: each process records every write its store mak
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ import time
 
 import pytest
 
+from batchscale.kube.trainjob_manifest import job_name, jobset
 from batchscale.search.trials import make_trials
 from batchscale.store.checkpoints import checkpoint_path, read_checkpoint
 from batchscale.store.layout import StudyStore
@@ -93,25 +95,46 @@ def _prepared(digits_store, tmp_path, name: str):
     return spec, store
 
 
+def _pods(spec, pack: dict) -> tuple[list[str], list[dict]]:
+    """The command and environment of the pods of the JobSet a multi-host task creates for
+    ``pack`` (``kube.trainjob_manifest``), here on a stand-in placement of 2 CPU "hosts"."""
+    placement = {"preset": "two-cpu-processes", "hosts": 2, "cpu": "1", "memory": "2G",
+                 "node_selectors": {}, "tolerations": [], "env": {}, "timeout_seconds": 600}
+    job = jobset(job_name(spec.to_dict(), pack), spec.to_dict(), pack, placement, "trainer:dev")
+    [replicated] = job["spec"]["replicatedJobs"]
+    assert replicated["template"]["spec"]["completions"] == 2
+    [container] = replicated["template"]["spec"]["template"]["spec"]["containers"]
+    return container["command"] + container["args"], container["env"]
+
+
 def _start(spec, tmp_path, tag: str, **extra_env) -> list[subprocess.Popen]:
-    """Two processes of one pack (the study's one trial), 2 CPU devices each; the
-    process's index is formatted into ``extra_env``'s values."""
+    """Two processes of one pack (the study's one trial), 2 CPU devices each, each
+    started as a pod of the pack's JobSet would start: its command, arguments and
+    environment, the two things Kubernetes gives a pod resolved as it would (the
+    completion index; process 0's DNS name, here localhost); the process's index is
+    formatted into ``extra_env``'s values."""
     port = _free_port()
     pack = {"pack_id": "p1", "batch_size": 32, "trial_ids": [1]}
+    command, pod_env = _pods(spec, pack)
+    assert command[:3] == ["python", "-m", "batchscale.training.distributed_pack"]
     children = []
     for process in (0, 1):
         env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
                "XLA_FLAGS": host_devices_flags(2),
-               "BATCHSCALE_COORDINATOR": f"localhost:{port}", "BATCHSCALE_NUM_PROCESSES": "2",
                "WRITES_LOG": str(tmp_path / f"writes-{tag}-{process}.txt"),
                **{k: v.format(process) for k, v in extra_env.items()}}
-        if process == 0:
-            env["BATCHSCALE_PROCESS_ID"] = "0"
-        else:  # an Indexed Job's pod: the index only
-            env.pop("BATCHSCALE_PROCESS_ID", None)
-            env["JOB_COMPLETION_INDEX"] = "1"
+        env.pop("BATCHSCALE_PROCESS_ID", None)
+        for var in pod_env:
+            if "value" in var:
+                env[var["name"]] = var["value"]
+            elif process == 0:  # the downward API's completion index
+                env[var["name"]] = "0"
+            else:  # an Indexed Job's pod may also be read by its index alone
+                env["JOB_COMPLETION_INDEX"] = "1"
+        assert env["BATCHSCALE_NUM_PROCESSES"] == "2"
+        env["BATCHSCALE_COORDINATOR"] = f"localhost:{port}"  # stands in for the pod's DNS name
         children.append(subprocess.Popen(
-            [sys.executable, "-c", WRAPPER, json.dumps(spec.to_dict()), json.dumps(pack)],
+            [sys.executable, "-c", WRAPPER, *command[3:]],
             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     return children
 
