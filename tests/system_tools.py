@@ -45,3 +45,20 @@ def program(*names: str, what: str, how: str) -> str:
         if found:
             return found
     missing(what, how)
+
+
+def stand_in_program(tmp_path, monkeypatch, name: str, script: str, log_variable: str):
+    """A stand-in for the program ``name`` (a Python ``script`` recording how it was run
+    into the JSON file named by ``log_variable``) first on PATH; returns a reader of that
+    record. For commands that run a cluster tool this machine has not (kubectl, skaffold)."""
+    import json
+
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    program_file = folder / name
+    program_file.write_text(script)
+    program_file.chmod(0o755)
+    log = tmp_path / f"{name}.json"
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(log_variable, str(log))
+    return lambda: json.loads(log.read_text())

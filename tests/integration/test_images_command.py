@@ -11,7 +11,6 @@ writes the builds it is told to in skaffold's ``--file-output`` format.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from batchscale.cli.images import profiles_for
 from batchscale.cli.main import main
 from batchscale.core.images import USER_CODE_ENV
 from batchscale.pipelines.placement import PRESETS
+from tests.system_tools import stand_in_program
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = "us-docker.pkg.dev/my-project/batchscale"
@@ -46,16 +46,8 @@ with open(args[args.index("--file-output") + 1], "w") as fh:
 @pytest.fixture
 def skaffold(tmp_path, monkeypatch):
     """The stand-in first on PATH; returns a reader of what it recorded."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    script = folder / "skaffold"
-    script.write_text(FAKE_SKAFFOLD)
-    script.chmod(0o755)
-    log = tmp_path / "skaffold.json"
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SKAFFOLD_LOG", str(log))
     monkeypatch.delenv(USER_CODE_ENV, raising=False)
-    return lambda: json.loads(log.read_text())
+    return stand_in_program(tmp_path, monkeypatch, "skaffold", FAKE_SKAFFOLD, "FAKE_SKAFFOLD_LOG")
 
 
 def test_builds_a_gpu_presets_images_and_compile_names_their_digests(skaffold, tmp_path, monkeypatch, capsys):

@@ -6,7 +6,6 @@ arguments and serves the KFP stand-in on the local port it was asked to forward.
 The checks made before any connection are in tests/unit/test_kfp_connect.py.
 """
 
-import json
 import os
 import sys
 import threading
@@ -17,6 +16,7 @@ import pytest
 
 from batchscale.pipelines.kfp_connect import ConnectOptions, KfpConnectionError, connect
 from tests.stand_ins.kfp_rest import KfpStandIn, isolate_kfp_client
+from tests.system_tools import stand_in_program
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_KUBECTL = f'''#!{sys.executable}
@@ -54,15 +54,7 @@ def server():
 @pytest.fixture
 def fake_kubectl(tmp_path, monkeypatch):
     """Put the fake kubectl first on PATH; returns a reader of what it recorded."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    script = folder / "kubectl"
-    script.write_text(FAKE_KUBECTL)
-    script.chmod(0o755)
-    log = tmp_path / "kubectl.json"
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_KUBECTL_LOG", str(log))
-    return lambda: json.loads(log.read_text())
+    return stand_in_program(tmp_path, monkeypatch, "kubectl", FAKE_KUBECTL, "FAKE_KUBECTL_LOG")
 
 
 def _gone(pid: int) -> bool:
