@@ -147,13 +147,15 @@ def compile_experiment(args: argparse.Namespace, experiment: ExperimentSpec) -> 
     """``batchscale compile EXPERIMENT``: one pipeline, one Kubeflow run per experiment."""
     from batchscale.cli.options import images_arg, pipeline_store_arg
     from batchscale.pipelines.experiment import compile_experiment_pipeline
+    from batchscale.pipelines.pipeline_size import size as compiled_size
 
     images = images_arg(args)
     output = args.output if args.output != "batchscale-study.yaml" else "batchscale-experiment.yaml"
     compile_experiment_pipeline(experiment, output, store_root=pipeline_store_arg(args),
                                 preset=args.preset, images=images, queue=args.queue)
     print(f"wrote {output} (experiment {experiment.name}: {len(experiment.studies)} studies, "
-          f"parallelism {experiment.parallelism}, preset {args.preset})")
+          f"{experiment.parallelism} pack tasks at once, preset {args.preset}): "
+          f"{compiled_size(output).line()}")
     if not (args.pipeline_store or experiment.store.startswith("gs://")):
         print("note: the default store is a local folder; pass --pipeline-store gs://BUCKET/PREFIX "
               "or set store_root when starting the run on a cluster", file=sys.stderr)
