@@ -126,7 +126,10 @@ class KubeApiStandIn:
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up on the answer (a task stopped mid-call)
 
             def _serve(self, method: str):
                 url = urlparse(self.path)
