@@ -27,6 +27,7 @@ task ``train_multihost_pack`` launches with ``multi_host_placement``'s settings
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from batchscale.core.errors import InputError
@@ -258,3 +259,24 @@ def multi_host_preset(name: str) -> PresetFacts | None:
 
 def multi_host_presets() -> list[str]:
     return [f.name for f in PRESET_FACTS if f.hosts > 1]
+
+
+# A Kueue LocalQueue's name (a Kubernetes object name: lowercase RFC 1123) that fits the
+# label a TrainJob carries it in (``kueue.x-k8s.io/queue-name``: 63 characters at most).
+_QUEUE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?")
+
+
+def check_queue(queue: str, preset: str) -> None:
+    """Refuse, in one line, a ``--queue`` that cannot work: a queue for a preset that
+    launches no TrainJob, or a name that is no LocalQueue's (the API server would refuse
+    every TrainJob of the run). "" (no queue) passes."""
+    if not queue:
+        return
+    if multi_host_preset(preset) is None:
+        raise InputError(f"queue: {queue!r} names the Kueue queue of multi-host TrainJobs; preset "
+                         f"{preset} trains every pack in one pod (multi-host presets: "
+                         f"{', '.join(multi_host_presets())})")
+    if not _QUEUE_NAME.fullmatch(queue):
+        raise InputError(f"queue: {queue!r} is not a Kueue LocalQueue name: lowercase letters, "
+                         "digits, '-' and '.', starting and ending with a letter or digit, "
+                         "63 characters at most")

@@ -19,7 +19,7 @@ from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
 from batchscale.core.spec import StudySpec
 from batchscale.core.workload_card import workload_line
 from batchscale.pipelines.cluster_workload import check_for_cluster, model_image
-from batchscale.pipelines.placement import LIGHT, get_preset, place
+from batchscale.pipelines.placement import LIGHT, get_preset, multi_host_preset, place
 
 PLAN_TIMEOUT_SECONDS = 2 * 3600
 
@@ -31,10 +31,14 @@ def plan_pipeline_name(preset: str) -> str:
 def build_plan_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_PRESET,
                         images: dict[str, str] | None = None):
     """The plan pipeline function, with ``spec`` (and ``store_root``) as parameter defaults.
-    Its probe builds the model: the user image where the model is the user's."""
+    Its probe builds the model: the user image where the model is the user's. The probe is
+    one pod: on a multi-host preset it runs on the preset's ``single_host`` sibling, as the
+    study's one-pod packs do (a lone pod cannot start a multi-host slice's runtime)."""
     from kfp import kubernetes
 
-    trainer = get_preset(preset)
+    multi = multi_host_preset(preset)
+    probe_on = multi.single_host if multi else preset  # one pod: a multi-host preset's sibling
+    trainer = get_preset(probe_on)
     light_image = image_reference(LIGHT_IMAGE_NAME, images)
     trainer_image = model_image(spec, trainer.image, images)
 
@@ -42,13 +46,13 @@ def build_plan_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEF
 
     @dsl.pipeline(name=plan_pipeline_name(preset),
                   description="Before a sweep: gradient noise scale, step times, proposed batch "
-                  f"sizes and the study's estimated cost. Trainer placement: {preset}. "
+                  f"sizes and the study's estimated cost. Trainer placement: {probe_on}. "
                   f"Default study {spec.name}: {workload_line(spec.workload)}.")
     def plan_pipeline(study_spec: dict = default_spec, store_root: str = store_root):
         prep = prepare_data(study_spec=study_spec, store_root=store_root)
         place(prep, LIGHT, light_image).set_caching_options(False)
         task = plan_study(study_spec=study_spec, store_root=store_root).after(prep)
-        place(task, trainer, trainer_image, preset).set_caching_options(False)
+        place(task, trainer, trainer_image, probe_on).set_caching_options(False)
         task.set_display_name("plan")
         kubernetes.set_timeout(task, PLAN_TIMEOUT_SECONDS)
 

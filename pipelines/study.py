@@ -76,7 +76,6 @@ from batchscale.components.prepare_data import prepare_data
 from batchscale.components.select_lanes import select_lanes
 from batchscale.components.train_multihost_pack import train_multihost_pack
 from batchscale.components.train_pack import train_pack
-from batchscale.core.errors import InputError
 from batchscale.core.images import LIGHT as LIGHT_IMAGE_NAME
 from batchscale.core.images import image_reference
 from batchscale.core.presets import DEFAULT as DEFAULT_PRESET
@@ -86,10 +85,10 @@ from batchscale.core.workload_card import workload_line
 from batchscale.pipelines.cluster_workload import check_for_cluster, model_image
 from batchscale.pipelines.placement import (
     LIGHT,
+    check_queue,
     get_preset,
     multi_host_placement,
     multi_host_preset,
-    multi_host_presets,
     pack_size_for,
     place,
 )
@@ -137,10 +136,7 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
     default_spec = spec.to_dict()
     pack_size = pack_size_for(spec, one_pod)
     lanes = spec.parallelism  # pack tasks per round, all at once (search.lanes)
-    if queue and not multi:
-        raise InputError(f"queue: {queue!r} names the Kueue queue of multi-host TrainJobs; preset "
-                         f"{preset} trains every pack in one pod (multi-host presets: "
-                         f"{', '.join(multi_host_presets())})")
+    check_queue(queue, preset)
 
     def light(task):
         return place(task, LIGHT, light_image).set_caching_options(False)

@@ -34,7 +34,7 @@ from batchscale.cli.options import (
 from batchscale.pipelines import kfp_connect, kfp_publish
 from batchscale.pipelines.cluster_workload import check_for_cluster
 from batchscale.pipelines.gke_settings import KSA_NAME
-from batchscale.pipelines.placement import get_preset
+from batchscale.pipelines.placement import check_queue, get_preset
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +48,7 @@ def _checked(args: argparse.Namespace):
     before any connection is made."""
     spec = for_cluster(build_run_spec(args), args)
     check_cluster_workload(args, spec)
+    check_queue(args.queue, args.preset)
     return spec
 
 
@@ -83,8 +84,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
 
 def check_submit(args: argparse.Namespace, spec) -> None:
     """What ``submit`` refuses of the study before it connects (after ``connection_options``):
-    a workload no pod could reach, a store that is not a bucket."""
+    a workload no pod could reach, a --queue that cannot work, a store that is not a bucket."""
     check_cluster_workload(args, spec)
+    check_queue(args.queue, args.preset)
     kfp_publish.require_gs_store(spec)
 
 

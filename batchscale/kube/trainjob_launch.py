@@ -244,6 +244,8 @@ def _follow(jobs: Jobs, name: str, poll: float, log) -> tuple[str, str]:
             said = state
         try:
             logs.poll()
+        except Stopped:  # SIGTERM, raised wherever the task stood: never a log's failure
+            raise
         except Exception as e:  # the log is not the job's outcome
             log(f"could not find process 0's pod of {name}: {e}")
         if state in ("succeeded", "failed"):

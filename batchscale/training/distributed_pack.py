@@ -105,7 +105,10 @@ def train_pack_together(spec: StudySpec, pack: PackSpec, team: Team, stop, log=p
     check_user_workload(spec, files=False)
     store = StudyStore(spec.store)
     rounds = {b: store.read_rounds(spec, b) for b in pack.batch_sizes}
-    trials = pack_trials(spec, pack, rounds)
+    try:
+        trials = pack_trials(spec, pack, rounds)
+    except ValueError as e:  # a pack the study does not hold: bad input, before any write
+        raise InputError(f"PACK_JSON: {e}") from None
     select_backend(spec.backend)
     for batch_size in pack.batch_sizes:  # refused before anything is written
         check_splits(batch_size)

@@ -79,6 +79,9 @@ def run_pack(spec: StudySpec, trials: list[TrialSpec], store, log=print,
                 pending = waiting
                 if pending:
                     _wait_for_others(pending, leases, notice, stop)
+            if stop.requested:  # came after the loops' last look (re-use, a trial's finish)
+                raise Stopped("stopped: the pack's trials are finished or checkpointed; "
+                              "its task ends here")
         finally:
             leases.release_all()  # a stopped pack's trials are free for the next run at once
     return [results[trial.batch_size, trial.trial_id] for trial in trials]

@@ -80,3 +80,18 @@ def _launcher_input(doc, name):
             if task["componentRef"]["name"] == "comp-train-multihost-pack":
                 return task["inputs"]["parameters"][name]["runtimeValue"]["constant"]
     raise AssertionError("no train-multihost-pack task")
+
+
+def test_the_plan_pipeline_of_a_multi_host_preset_probes_on_its_one_host_sibling(tmp_path):
+    """The plan's probe is one pod: on a multi-host preset it runs where that study's
+    one-pod packs do (tpu-v5e-2x2), never as a lone pod asking for one host of a 4x4 slice
+    (a multi-host slice's TPU runtime starts only with every host's pod)."""
+    out = tmp_path / "plan.yaml"
+    assert main(["plan", "--compile", str(out), "--preset", "tpu-v5e-4x4",
+                 "--pipeline-store", "gs://bucket/studies"]) == 0
+    docs = list(yaml.safe_load_all(out.read_text()))
+    probe = docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-plan-study"]
+    assert probe["nodeSelector"]["labels"]["cloud.google.com/gke-tpu-topology"] == "2x2"
+    env = {e["name"]: e["value"] for e in
+           docs[0]["deploymentSpec"]["executors"]["exec-plan-study"]["container"]["env"]}
+    assert env["BATCHSCALE_PRESET"] == "tpu-v5e-2x2"  # its step times priced as the sibling's

@@ -299,3 +299,41 @@ def test_the_component_compiles_with_its_placement_as_a_constant(tmp_path):
     inputs = doc["root"]["dag"]["tasks"]["train-multihost-pack"]["inputs"]["parameters"]
     assert inputs["placement"]["runtimeValue"]["constant"]["hosts"] == 4
     assert inputs["kfp_run"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
+
+
+def test_sigterm_while_the_task_lists_process_0s_pod_still_deletes_the_job(cluster, tmp_path):
+    """SIGTERM that lands while the task asks for process 0's pod (a slow API server) is
+    not taken for a failure to find the pod: the job is deleted and the task exits 143,
+    as at any other moment (it used to be swallowed, the task following a job whose run
+    was cancelled)."""
+    from batchscale.kube.trainjob_launch import run_multihost_pack
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("SIGTERM's handler is installed in the main thread only")
+    api = cluster()
+    args = _args(tmp_path)
+    spec = resolve_spec(args["study_spec"], args["store_root"]).to_dict()
+    main = threading.main_thread().ident
+
+    def controller():
+        _wait(lambda: api.objects, "the TrainJob")
+        (name,) = api.objects
+        api.pod_list_seconds = 1.0
+        api.set_state(name, "running")
+        lists = len([r for r in api.requests if r["path"].endswith("/pods")])
+        _wait(lambda: len([r for r in api.requests if r["path"].endswith("/pods")]) > lists,
+              "a list of pods")  # answered a second from now: the task waits in that call
+        signal.pthread_kill(main, signal.SIGTERM)
+        deadline = time.monotonic() + 3.0
+        while name in api.objects and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if name in api.objects:  # the signal was lost: let the task end
+            api.set_state(name, "succeeded")
+
+    thread = threading.Thread(target=controller, daemon=True)
+    thread.start()
+    with pytest.raises(SystemExit) as stopped:
+        run_multihost_pack(spec, PACK, args["placement"], IMAGE, poll=0.05, log=lambda *_: None)
+    thread.join(10)
+    assert stopped.value.code == 143
+    assert not api.objects and [r["method"] for r in api.requests].count("DELETE") == 1

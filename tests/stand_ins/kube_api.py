@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -61,6 +62,7 @@ class KubeApiStandIn:
         self.logs: dict[str, str] = {}
         self.requests: list[dict] = []
         self.failing_reads = 0  # this many reads of a job answer 500 (``fail_reads``)
+        self.pod_list_seconds = 0.0  # how long a list of pods takes to answer (a slow server)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -124,7 +126,10 @@ class KubeApiStandIn:
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up on the answer (a task stopped mid-call)
 
             def _serve(self, method: str):
                 url = urlparse(self.path)
@@ -163,6 +168,8 @@ class KubeApiStandIn:
             return self._custom(method, namespace, name, body)
         if m := PODS.match(path):
             namespace, name, log = m.groups()
+            if name is None:
+                time.sleep(self.pod_list_seconds)
             with self.lock:
                 if name is None:
                     selector = query.get("labelSelector", [""])[0]

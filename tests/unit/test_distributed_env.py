@@ -89,3 +89,25 @@ def test_the_entry_refuses_bad_input_before_joining(monkeypatch, capsys, tmp_pat
     assert distributed_pack.main([json.dumps({**spec, "backend": "jax"}), "[]"]) == 2
     assert "PACK_JSON: must be a JSON object" in capsys.readouterr().err
     assert not (tmp_path / "store").exists()  # nothing written
+
+
+@pytest.mark.parametrize("pack,words", [
+    ({"pack_id": "p", "batch_size": 64, "trial_ids": [1]}, "batch size 64 is not one of the study's"),
+    ({"pack_id": "p", "batch_size": 32, "trial_ids": [7]}, "trial id 7 belongs to no search round"),
+])
+def test_the_entry_refuses_a_pack_of_trials_the_study_does_not_hold_in_one_line(
+        pack, words, monkeypatch, capsys, tmp_path):
+    """A pack the study cannot hold (a batch size not its own, a trial no search round
+    gives) is bad input as the rest: exit 2, one line, nothing written (it was a
+    traceback)."""
+    for name, value in {**GOOD, "BATCHSCALE_NUM_PROCESSES": "1", "BATCHSCALE_PROCESS_ID": "0"}.items():
+        monkeypatch.setenv(name, value)
+    spec = {"name": "s", "store": str(tmp_path / "store"), "backend": "jax",
+            "workload": {"dataset": "digits", "model": "fc_32", "optimizer": "sgd"},
+            "batch_sizes": [32], "trials_per_batch_size": 1,
+            "search_space": {"learning_rate": {"scale": "log", "min": 0.01, "max": 0.1}},
+            "goals": [{"metric": "classification_error", "value": 0.2}], "max_steps": 10}
+    assert distributed_pack.main([json.dumps(spec), json.dumps(pack)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("PACK_JSON: ") and words in err[0], err
+    assert not (tmp_path / "store").exists()  # nothing written
