@@ -297,14 +297,26 @@ def run_multihost_lane(spec: dict, lane: dict, placement: dict, image: str, *, q
                        poll: float | None = None, log=print) -> str:
     """Train the packs of a multi-host ``lane`` (``{"lane": K, "kind": "multi_host",
     "packs": [PackSpec dicts]}``, ``batchscale.search.lanes``) one after another, one job
-    each (``run_multihost_pack``). A failed pack does not stop the lane: the others train,
-    then ``CommandFailed`` names every failed one. SIGTERM stops the lane at once."""
+    each (``run_multihost_pack``). A pack whose trials are all finished in the store is
+    re-used without a job (a retried or resubmitted lane). A failed pack does not stop the
+    lane: the others train, then ``CommandFailed`` names every failed one. SIGTERM stops
+    the lane at once."""
+    from batchscale.rounds.stage_lanes import pack_is_finished
+    from batchscale.store.layout import StudyStore
+    from batchscale.validation import parse_spec
+
+    study = parse_spec(spec)
+    store = StudyStore(study.store)
     cluster = cluster or connect()
     lines, failed, errors = [], [], []
     packs = lane["packs"]
     for number, pack in enumerate(packs, start=1):
         if len(packs) > 1:
             log(f"lane {lane.get('lane', '?')}: pack {number}/{len(packs)} {pack['pack_id']}")
+        if pack_is_finished(study, store, pack):
+            log(f"pack {pack['pack_id']}: every trial finished, re-used (no job)")
+            lines.append(f"{pack['pack_id']}: re-used")
+            continue
         try:
             lines.append(run_multihost_pack(spec, pack, placement, image, queue=queue,
                                             kfp_run=kfp_run, cluster=cluster, poll=poll, log=log))

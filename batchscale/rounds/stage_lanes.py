@@ -97,3 +97,15 @@ def multi_host_rule(preset: str) -> Callable[[int], bool] | None:
 
     facts = next(p for p in PRESETS if p.name == preset)
     return lambda batch_size: multi_host_for(facts, batch_size)
+
+
+def pack_is_finished(spec: StudySpec, store: StudyStore, pack: dict) -> bool:
+    """Whether every trial of ``pack`` (a PackSpec dict) is finished in the store (re-used,
+    never trained again: ``core.trial_state.is_finished``). A multi-host lane asks before
+    launching a pack's job, so a retried or resubmitted lane starts no job, and no slice,
+    for a pack that has nothing left to train."""
+    from batchscale.search.packs import pack_trials
+
+    descriptor = PackSpec.from_dict(pack)
+    rounds = {b: store.read_rounds(spec, b) for b in descriptor.batch_sizes}
+    return all(store.is_done(spec, trial) for trial in pack_trials(spec, descriptor, rounds))

@@ -356,11 +356,12 @@ class _Loop:
                 continue  # done, or evaluated at another step (a mixed-batch group)
             outcome = run.life.outcome(final)
             if outcome is not None:
-                run.done = True
-                run.life.finish(outcome, len(run.order.order), time.time() - self.started,
-                                self._snapshot(position),
-                                compile_seconds=self.step_fn.compile_seconds,
-                                evaluation_seconds=self.eval_seconds)
+                with self.stop.committing():  # a deadline waits for the commit
+                    run.done = True
+                    run.life.finish(outcome, len(run.order.order), time.time() - self.started,
+                                    self._snapshot(position),
+                                    compile_seconds=self.step_fn.compile_seconds,
+                                    evaluation_seconds=self.eval_seconds)
 
     # ---- durability -----------------------------------------------------------------
     def _flush(self, step: int) -> None:

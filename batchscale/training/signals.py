@@ -8,9 +8,10 @@ but one compiled step, or one evaluation of a large validation set, can take lon
 neither can be interrupted. So the request also starts a clock: if the loop has not
 checkpointed ``DEADLINE_SECONDS`` after the signal, the callbacks registered with
 ``on_deadline`` write what the loops hold in memory from each trial's last evaluation
-(``TrialLife.hold``) and the process exits at once with status 143. The worst case is
-therefore one evaluation interval of training lost per trial, never more, and never a
-finished evaluation (docs/methods.md, "Stopping and preemption").
+(``TrialLife.hold``) and the process exits at once with status 143; a trial's finish under
+way (``committing``) ends first. The worst case is therefore one evaluation interval of
+training lost per trial, and the evaluation that ended it when the deadline falls
+between that evaluation and its copy (docs/methods.md, "Stopping and preemption").
 
 About signals only: when a trial stops by its *stopping protocol* is
 ``batchscale.core.protocols`` and ``stop_rule``.
@@ -39,7 +40,7 @@ class StopRequest:
         self.settled = False  # the loops checkpointed (or finished): the deadline does nothing
         self.deadline = deadline
         self._writers: dict[int, object] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._timer: threading.Timer | None = None
 
     def __call__(self, signum=None, frame=None) -> None:
@@ -67,6 +68,14 @@ class StopRequest:
             self.settled = True
         if self._timer is not None:
             self._timer.cancel()
+
+    @contextlib.contextmanager
+    def committing(self):
+        """Around a trial's finish (its final writes, the commit point): a deadline that
+        falls inside waits for it, then writes the held states of the trials still
+        training; the finished trial needs none."""
+        with self._lock:
+            yield
 
     @contextlib.contextmanager
     def final_checkpoint(self):

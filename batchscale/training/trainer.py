@@ -133,12 +133,15 @@ def run_trial(spec: StudySpec, trial: TrialSpec, store, log=print, stop=None,
         try:
             outcome = _train_to_outcome(spec, life, train, evaluate, snapshot, grid, stop, log,
                                         started, watched, max_steps, team)
+            if outcome is None:  # e.g. resumed at its budget, evaluated: nothing left to train
+                outcome = life.outcome(final=True)
+            # a deadline that falls in the finish waits for its commit point
+            with stop.committing() if stop is not None else contextlib.nullcontext():
+                return life.finish(outcome, pipeline.num_train_examples, time.time() - started,
+                                   snapshot)
         finally:
             if deadline is not None:
                 stop.forget(deadline)
-        if outcome is None:  # e.g. resumed at its budget, evaluated: nothing left to train
-            outcome = life.outcome(final=True)
-        return life.finish(outcome, pipeline.num_train_examples, time.time() - started, snapshot)
 
 
 def _train_to_outcome(spec, life, train, evaluate, snapshot, grid, stop, log, started, watched,

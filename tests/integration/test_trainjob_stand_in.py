@@ -195,6 +195,36 @@ def test_a_lane_trains_its_packs_one_job_after_another_and_fails_after_the_last(
     assert not api.objects
 
 
+def test_a_lane_starts_no_job_for_a_pack_whose_trials_are_finished(cluster, tmp_path):
+    """A retried or resubmitted lane: the store says the first pack is done, so only the
+    second gets a job (a multi-host job holds a whole slice while it starts)."""
+    from batchscale.search.packs import pack_trials
+    from batchscale.store.layout import StudyStore
+
+    api = cluster()
+    second = {"pack_id": "b2048-t1-1", "batch_size": 2048, "trial_ids": [1]}
+    args = {**_args(tmp_path), "lane": {"lane": 2, "kind": "multi_host", "packs": [PACK, second]}}
+    study = resolve_spec(args["study_spec"], args["store_root"])
+    store = StudyStore(study.store)
+    store.register_study(study, log=lambda *_: None)
+    [trial] = pack_trials(study, tm_pack(PACK))
+    store.write_metadata(study, trial, {"trial_id": 1, "status": "COMPLETE", "stop_reason": "goal",
+                                        "steps": 10, "max_steps": study.max_steps[1024]})
+    spec = study.to_dict()
+    thread, out = _in_thread(args)
+    _wait(lambda: tm.job_name(spec, second) in api.objects, "the second pack's TrainJob")
+    assert tm.job_name(spec, PACK) not in api.objects and len(api.created()) == 1
+    api.set_state(tm.job_name(spec, second), "succeeded")
+    thread.join(10)
+    assert "error" not in out, out
+
+
+def tm_pack(pack: dict):
+    from batchscale.core.spec import PackSpec
+
+    return PackSpec.from_dict(pack)
+
+
 @pytest.mark.parametrize("found, replaced", [("running", False), ("failed", True),
                                              ("other spec", True)])
 def test_a_retried_task_reattaches_to_its_running_job_and_replaces_any_other(cluster, tmp_path,
