@@ -88,3 +88,13 @@ def test_report_of_an_experiment_folder_refuses_a_study_only_flag(tmp_path, caps
     err = capsys.readouterr().err
     assert "--robustness-k: " in err and "is an experiment's folder" in err
     assert sorted(p.name for p in folder.iterdir()) == ["experiment.json"]
+
+
+def test_an_experiment_on_a_multi_host_preset_is_refused_in_one_line(tmp_path, capsys):
+    """Its pipeline has one pool of one-pod lanes: a multi-host preset (or a Kueue queue,
+    which only multi-host TrainJobs name) is refused, and no file is written."""
+    out = tmp_path / "experiment.yaml"
+    assert main(["compile", "figure4_local", "--preset", "tpu-v5e-4x4", "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "an experiment runs on one-host presets" in err[0], err
+    assert not out.exists()
