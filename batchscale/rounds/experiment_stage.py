@@ -1,9 +1,9 @@
 """One stage of an experiment's search rounds: every study's packs, in one pool.
 
 An experiment's studies share one ParallelFor per stage (``pipelines.experiment``), so a
-study with few trials left does not wait for another's slow packs, and the pool starts
-the longest packs first across studies, as one study's planner does for its own
-(``search.pack_order``). Each study is planned exactly as alone (``planner.plan_stage``:
+study with few trials left does not wait for another's slow packs: every study's packs
+are dealt to the same lanes, the longest first across studies (``search.lanes``), as one
+study's are. Each study is planned exactly as alone (``planner.plan_stage``:
 its store, its rounds, its packs), so each stays a valid study.
 """
 
@@ -14,16 +14,6 @@ from batchscale.core.spec import PackSpec, SpecError
 from batchscale.rounds.planner import pack_seconds, plan_stage
 from batchscale.search.lanes import deal_lanes, lane_items
 from batchscale.store.layout import StudyStore
-
-
-def plan_experiment_stage(experiment: ExperimentSpec, stage: int, pack_sizes: dict[str, int],
-                          log=print) -> list[tuple[str, PackSpec]]:
-    """(study label, pack) of stage ``stage`` over every study, the longest expected pack
-    first (ties: the studies' order, then each study's own order). ``pack_sizes``: each
-    study's pack size (its model decides it), by label."""
-    timed = _timed_packs(experiment, stage, pack_sizes, log)
-    ordered = sorted(range(len(timed)), key=lambda i: -timed[i][0])  # stable: ties keep order
-    return [(timed[i][1], timed[i][2]) for i in ordered]
 
 
 def plan_experiment_lanes(experiment: ExperimentSpec, stage: int, pack_sizes: dict[str, int],

@@ -1,5 +1,5 @@
-"""One pack task's work, whichever pipeline runs it (a study's ``train_packs``, an
-experiment's ``train_experiment_packs``): check the workload, re-derive each pack's
+"""One pack task's work, whichever pipeline runs it (a study's ``train_pack``, an
+experiment's ``train_experiment_pack``): check the workload, re-derive each pack's
 trials from the spec and the search rounds in the store, train them, and say what
 happened.
 
@@ -26,12 +26,6 @@ from batchscale.training.workload_check import check_model_source, check_user_wo
 
 class LaneFailed(RuntimeError):
     """Some packs of a lane failed; the others trained."""
-
-
-def train_pack_task(spec: StudySpec, pack: dict) -> PackSummary:
-    """Train (or re-use, or resume) the trials of ``pack`` (a ``PackSpec`` dict) of the
-    study ``spec``; returns what the Kubeflow UI shows of it (``pack_summary``)."""
-    return train_lane_task(spec, {"lane": 0, "packs": [pack]})
 
 
 def train_lane_task(spec: StudySpec, lane: dict, log=print) -> PackSummary:

@@ -139,10 +139,10 @@ def test_a_study_the_pipeline_was_not_compiled_for_is_refused_before_stage_1_wri
     """The pack sizes are a compile-time map by study; an experiment_spec edited in the
     Kubeflow UI to other axis values gets one line, not a KeyError after some studies
     were registered."""
-    from batchscale.rounds.experiment_stage import plan_experiment_stage
+    from batchscale.rounds.experiment_stage import plan_experiment_lanes
 
     experiment = parse_experiment(raw(store=str(tmp_path)))
     with pytest.raises(SpecError, match=r"^experiment_spec: study 'momentum' is not one this "
                                         r"pipeline was compiled for \(its studies: sgd, "):
-        plan_experiment_stage(experiment, 1, {"sgd": 10, "adam": 10.0})
+        plan_experiment_lanes(experiment, 1, {"sgd": 10, "adam": 10.0}, lanes=2)
     assert list(tmp_path.iterdir()) == []
