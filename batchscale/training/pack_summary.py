@@ -12,6 +12,10 @@ with its trials, gives its table a batch-size column, and tells its Metrics apar
 batch size: ``b8_trial_3_steps_to_result``, and steps to result per batch size
 (``b8_best_steps_to_result``), since a fewest steps over batch sizes means nothing. A
 pack of one batch size keeps the names above, so the UI compares it with older runs.
+
+A pack task trains a lane of packs (``search.lanes``): a lane of one pack shows as that
+pack; a lane of several shows as one table of all their trials, headed ``Lane K`` and
+grouped by batch size as a mixed pack's are (``training.pack_task``).
 """
 
 from __future__ import annotations
