@@ -26,7 +26,6 @@ class Progress:
     eta_seconds: float | None = None  # for the trials known and ``later``; None: no rate measured yet
     later: float = 0.0  # trials later search rounds will likely add (``rounds.expected``)
     reused: int = 0  # finished before this run: found done at its first poll
-    reused_trials: tuple[str, ...] = ()  # their ``B/ID``s (one per study of an experiment)
     resumed: int = 0  # resumed from their checkpoints in this run (the task log says so)
     waiting: int = 0  # left to another writer that holds their leases (the task log says so)
     waiting_until: str = ""  # HH:MM:SS by which the last of those is taken over at the latest
@@ -106,7 +105,6 @@ class ProgressTracker:
         self.best: dict[int, int | None] = dict.fromkeys(spec.batch_sizes)  # steps to result so far
         self.running = 0
         self.baseline: int | None = None  # trials found done at the first poll (re-used)
-        self.baseline_trials: tuple[str, ...] = ()  # their ``B/ID``s
         self.rounds: dict[int, list] = {}  # each batch size's recorded search rounds
         self.results: dict[int, dict] = {b: {} for b in spec.batch_sizes}  # finished: TrialResult
         self.since: float | None = None  # when this run's first trial was seen training
@@ -120,12 +118,11 @@ class ProgressTracker:
                     continue
                 self.known.add((trial.batch_size, trial.trial_id))
                 self.pending.append(trial)
-        still, running, found = [], 0, []
+        still, running = [], 0
         for trial in self.pending:
             meta = self.store.read_metadata(self.spec, trial)
             if is_finished(meta, self.spec.max_steps[trial.batch_size]):
                 self.done += 1
-                found.append(f"{trial.batch_size}/{trial.trial_id}")
                 diverged = meta["status"] == "INFEASIBLE"
                 self.infeasible += diverged
                 rows = [] if diverged else self.store.read_measurements(self.spec, trial)
@@ -138,7 +135,7 @@ class ProgressTracker:
                 running += meta is not None
         self.pending, self.running = still, running
         if self.baseline is None:
-            self.baseline, self.baseline_trials = self.done, tuple(found)
+            self.baseline = self.done
         if self.since is None and (running or self.done > self.baseline):
             self.since = self.clock()
         return self.progress()
@@ -153,7 +150,7 @@ class ProgressTracker:
         later = self._later()
         return Progress(self.done, self.done + len(self.pending), self.infeasible, dict(self.best),
                         self._added(), self.running, self._eta(later), later,
-                        self.baseline or 0, self.baseline_trials)
+                        self.baseline or 0)
 
     def _added(self) -> int:
         """Trials the rounds after round 1 hold, over the batch sizes read so far (a round 1
@@ -225,5 +222,4 @@ class ExperimentTracker:
         return ExperimentProgress(
             done, total, sum(p.infeasible for p in parts.values()), {},
             sum(p.added for p in parts.values()), sum(p.running for p in parts.values()), eta,
-            later, baseline, tuple(k for p in parts.values() for k in p.reused_trials),
-            studies=parts)
+            later, baseline, studies=parts)

@@ -72,6 +72,8 @@ def run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: st
     from batchscale.cli.run_console import RunConsole, RunWatch, picked_up_line
     from batchscale.pipelines.progress import ProgressTracker
 
+    tracker = tracker or ProgressTracker(spec, polling_store(spec))
+    _baseline(tracker)
     with open(log_path, "w") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "batchscale.pipelines.local_run", spec_path,
@@ -85,7 +87,6 @@ def run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: st
         console = RunConsole()
         try:
             watch = RunWatch(spec, store, log_path, console, started)
-            tracker = tracker or ProgressTracker(spec, polling_store(spec))
             while child.poll() is None:
                 try:
                     child.wait(timeout=POLL_SECONDS)  # returns as soon as the pipeline ends
@@ -115,6 +116,17 @@ def run_pipeline(spec: StudySpec, store, work: str, log_path: str, spec_path: st
     if finish is not None:
         return finish(elapsed)
     return print_stored_report(spec, store, elapsed=elapsed, width=width)
+
+
+def _baseline(tracker) -> None:
+    """Poll once before the pipeline starts: what is finished then is what this run
+    re-uses (the console's ``re-used N``). Polled later, a quick first pack (a lane that
+    resumes two trials and finishes them in seconds) would count as re-used too. An
+    unreachable store leaves it to the first poll of the run."""
+    try:
+        tracker.poll()
+    except Exception:  # noqa: BLE001  (the run's own polls say what is wrong with the store)
+        pass
 
 
 def polling_store(spec: StudySpec):

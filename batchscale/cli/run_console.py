@@ -164,16 +164,10 @@ class RunWatch:
 
     def with_resumed(self, progress: Progress) -> Progress:
         """``progress`` with what only the task log knows: the count of trials resumed, and
-        of those waiting on another writer (and until when at the latest). A trial this run
-        resumed and finished before the first poll is not one it re-used: the first poll
-        may come after a quick pack (an experiment's trials are told apart by ``B/ID``
-        only, so one study's resumed trial also discounts another's of the same id)."""
+        of those waiting on another writer (and until when at the latest)."""
         waiting, until = self.waits.now()
-        reused = progress.reused
-        if progress.reused_trials:
-            reused = sum(1 for key in progress.reused_trials if key not in self.resumed)
         return dataclasses.replace(progress, resumed=len(self.resumed), waiting=waiting,
-                                   waiting_until=until, reused=reused)
+                                   waiting_until=until)
 
 
 class WriterWaits:
