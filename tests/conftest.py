@@ -241,17 +241,9 @@ def host_devices_flags(count: int) -> str:
     on this 2-core machine). XLA ends a CPU all-reduce whose threads do not all arrive
     within 40 s with a fatal "Termination timeout" (SIGABRT); on 2 busy cores 4 device
     threads can be starved that long (seen once in a full suite run, 2026-11-26), so the
-    tests allow 600 s: a real hang still ends at the test's own subprocess timeout.
-
-    XLA's multi-threaded Eigen pool is off (one thread per device's computation): the
-    profile test once hung for its whole 300 s in a fresh-clone CI run (2026-11-27) and
-    passed in 11 s when run again, and a wedge of that pool under XLA:CPU is a reported
-    intermittent hang that this flag avoided (PyAutoLabs/PyAutoFit #1528: 6/6 runs passed
-    with it, 4/4 hung without). Where a test compares such a subprocess with a run in
-    its own process, it does so within float32 tolerance, never bit for bit."""
+    tests allow 600 s: a real hang still ends at the test's own subprocess timeout."""
     return (f"--xla_force_host_platform_device_count={count} "
-            "--xla_cpu_collective_call_terminate_timeout_seconds=600 "
-            "--xla_cpu_multi_thread_eigen=false")
+            "--xla_cpu_collective_call_terminate_timeout_seconds=600")
 
 
 def trial_histories(store, spec, by_batch_size: bool = False) -> dict:

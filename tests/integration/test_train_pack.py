@@ -155,7 +155,8 @@ def test_data_parallel_trial_matches_one_device(digits_store, tmp_path):
 
 
 PROFILE_SCRIPT = """
-import json, sys
+import faulthandler, json, sys
+faulthandler.dump_traceback_later(120, exit=True)  # a hang: its Python stacks, then exit 1
 from batchscale.validation import parse_spec
 from batchscale.store.layout import StudyStore
 from batchscale.store.profiles import read_step_times
@@ -179,15 +180,26 @@ print(json.dumps({"first": first, "again": again, "on_cpu": on_cpu,
 def test_the_profile_over_device_counts(digits_store, tmp_path):
     """After a data-parallel pack on a pod of 4 devices (here 4 logical CPUs, in a fresh
     process with XLA's threads), batch 32 is timed on every device count that divides it,
-    through jax.sharding, once; on CPU devices a pack skips it unless told otherwise."""
-    root = str(tmp_path / "p")
-    os.makedirs(root)
-    share_datasets(digits_store, root)
-    raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32])
+    through jax.sharding, once; on CPU devices a pack skips it unless told otherwise.
+
+    Its subprocess has hung now and then in full suite runs (XLA:CPU, 4 logical devices on
+    2 busy cores: 2 of 4 fresh-clone CI runs on 2026-11-27, once on 2026-11-26; 11 s when
+    it does not), in no other test. Not understood yet: after 120 s it prints its Python
+    stacks (faulthandler) and the test tries once more in a fresh store; two hangs in a
+    row fail it."""
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
            "XLA_FLAGS": host_devices_flags(4)}
-    out = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, json.dumps(raw)], env=env,
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    for attempt in (1, 2):  # each in a fresh store: a hung attempt may have stored some
+        root = str(tmp_path / f"p{attempt}")
+        os.makedirs(root)
+        share_datasets(digits_store, root)
+        raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32])
+        out = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, json.dumps(raw)], env=env,
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        hung = "Timeout (0:02:00)!" in out.stderr
+        if not hung or attempt == 2:
+            break
+        print(f"attempt 1 hung; its stacks:\n{out.stderr[-4000:]}")  # shown if the test fails
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert [r["devices"] for r in result["first"]] == [1, 2, 4]
