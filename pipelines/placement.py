@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from batchscale.core.errors import InputError
 from batchscale.core.images import LIGHT as LIGHT_NAME
 from batchscale.core.images import TRAINER_GPU, TRAINER_TPU
-from batchscale.core.presets import GPU, TPU, PresetFacts
+from batchscale.core.presets import GPU, TPU, PresetFacts, preset_facts
 from batchscale.core.presets import PRESETS as PRESET_FACTS
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -253,7 +253,7 @@ def multi_host_preset(name: str) -> PresetFacts | None:
     """The facts of preset ``name`` when it spans several hosts (a TrainJob per pack of
     its big batch sizes), else None; an unknown name is refused (``get_preset``)."""
     get_preset(name)
-    facts = next(f for f in PRESET_FACTS if f.name == name)
+    facts = preset_facts(name)
     return facts if facts.hosts > 1 else None
 
 

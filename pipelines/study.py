@@ -152,9 +152,7 @@ def build_pipeline(spec: StudySpec, store_root: str = "", preset: str = DEFAULT_
             study_spec=study_spec, lane=lane, store_root=store_root,
             placement=multi_host_placement(preset), image=trainer_image, queue=queue,
             kfp_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER)).set_display_name("train-multihost-pack")
-        if retries:
-            task.set_retry(num_retries=retries, backoff_duration=PACK_RETRY_BACKOFF,
-                           backoff_max_duration=PACK_RETRY_MAX_BACKOFF)
+        retry_pack_task(task, retries)
 
     if multi:  # a @dsl.pipeline builds its body as it is defined: only for a multi-host preset
         train_multihost_retried = dsl.pipeline(
@@ -218,10 +216,17 @@ def place_pack_task(task, trainer, image: str, preset: str, retries: int):
 
     place(task, trainer, image, preset).set_display_name("train-pack")
     task.set_caching_options(False)
+    retry_pack_task(task, retries)
+    kubernetes.set_timeout(task, trainer.pack_timeout_seconds)
+
+
+def retry_pack_task(task, retries: int):
+    """A pack task (one-pod or multi-host launcher) tried ``retries`` more times after a
+    failure, after a minute and then doubling; returns the task."""
     if retries:
         task.set_retry(num_retries=retries, backoff_duration=PACK_RETRY_BACKOFF,
                        backoff_max_duration=PACK_RETRY_MAX_BACKOFF)
-    kubernetes.set_timeout(task, trainer.pack_timeout_seconds)
+    return task
 
 
 def compile_pipeline(spec: StudySpec, output: str, store_root: str = "", preset: str = DEFAULT_PRESET,

@@ -153,3 +153,9 @@ V6E_4X4 = _tpu("v6e", "4x4", "ct6e-standard-4t", "150", "560Gi", 2.70, hosts=4,
 PRESETS: tuple[PresetFacts, ...] = (CPU_POOL, L4, A100, H100, H100_1X8, H100_2X8, V5E_1X1,
                                     V5E_2X2, V5E_2X4, V5E_4X4, V6E_2X2, V6E_4X4)
 DEFAULT = CPU_POOL.name  # what a pipeline is compiled for unless --preset says otherwise
+
+
+def preset_facts(name: str) -> PresetFacts:
+    """The preset named ``name`` (a KeyError for an unknown one: callers refuse names
+    before they get here, ``pipelines.placement.get_preset``)."""
+    return {facts.name: facts for facts in PRESETS}[name]

@@ -93,9 +93,9 @@ def multi_host_rule(preset: str) -> Callable[[int], bool] | None:
     ``preset`` (``core.presets.multi_host_for``); None for "" (no multi-host loop)."""
     if not preset:
         return None
-    from batchscale.core.presets import PRESETS, multi_host_for
+    from batchscale.core.presets import multi_host_for, preset_facts
 
-    facts = next(p for p in PRESETS if p.name == preset)
+    facts = preset_facts(preset)
     return lambda batch_size: multi_host_for(facts, batch_size)
 
 
