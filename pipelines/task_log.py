@@ -8,6 +8,11 @@ download is retrying against a network that is not there (tensorflow-datasets re
 for minutes, silently on the console) or that a task just failed, before the pipeline
 as a whole gives up. ``TaskLog.read`` returns what is new since its last call.
 
+kfp.local runs the iterations of a loop at once (a study's pack lanes), their output
+interleaved line by line, so the log cannot say which line is whose. The reason given for a
+failed task is the last error line since the log last showed no task running: a lane that
+starts while another runs does not wipe the other's error.
+
 A failed task's reason is one line, the last of these its output shows: an exception line
 (``ValueError: ...``), or the shell's line for a process a signal ended (``Killed``: SIGKILL,
 the kernel's out-of-memory killer or a ``kill -9``; ``Segmentation fault``, ...); a task
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 SUFFIX = re.compile(r"-\d+$")
 STARTED = re.compile(r"Executing task '([a-z0-9-]+)'")
-FAILED = re.compile(r"Task '([a-z0-9-]+)' finished with status FAILURE")
+FINISHED = re.compile(r"Task '([a-z0-9-]+)' finished with status ([A-Z]+)")
 EXCEPTION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)): (.+)$")
 # A connection that cannot be made, and the host it was for.
 NETWORK = re.compile(r"(NameResolutionError|Failed to resolve|Temporary failure in name resolution|"
@@ -79,7 +84,8 @@ class TaskLog:
         self.path = path
         self.offset = 0
         self.partial = ""
-        self.task = ""  # the task whose output the log shows now
+        self.task = ""  # the task that started last (the study's phase)
+        self.running = 0  # tasks started and not yet finished (lanes run at once)
         self.last_exception = ""  # the last exception or signal line of the task
         self.last_output = ""  # the task's last line of output
         self.unreachable: set[str] = set()  # hosts already reported
@@ -109,10 +115,15 @@ class TaskLog:
 
     def _classify(self, line: str) -> LogEvent | None:
         if match := STARTED.search(line):
-            self.task, self.last_exception, self.last_output = component(match.group(1)), "", ""
+            if not self.running:  # nothing else runs: what came before is another task's
+                self.last_exception, self.last_output = "", ""
+            self.task, self.running = component(match.group(1)), self.running + 1
             return LogEvent("task", self.task)
-        if match := FAILED.search(line):
-            return LogEvent("failed", component(match.group(1)), self._why())
+        if match := FINISHED.search(line):
+            self.running = max(0, self.running - 1)
+            if match.group(2) == "FAILURE":
+                return LogEvent("failed", component(match.group(1)), self._why())
+            return None
         if match := SIGNAL_LINE.match(line):
             self.last_exception = f"{match.group(1)} ({SIGNALS[match.group(1)]})"
         elif line.strip() and not KFP_LINE.match(line):

@@ -24,13 +24,13 @@ from batchscale.training.packs import run_pack
 from batchscale.training.workload_check import check_model_source, check_user_workload
 
 
-class LaneFailed(RuntimeError):
+class LaneFailedError(RuntimeError):
     """Some packs of a lane failed; the others trained."""
 
 
 def train_lane_task(spec: StudySpec, lane: dict, log=print) -> PackSummary:
     """Train the packs of ``lane`` (``{"lane": K, "packs": [PackSpec dicts]}``) one after
-    another; returns one summary of all their trials. Raises ``LaneFailed`` after the
+    another; returns one summary of all their trials. Raises ``LaneFailedError`` after the
     last pack when any pack raised (each one's traceback printed as it happened)."""
     check_user_workload(spec, files=False)  # the user's model function: importable here, sound
     store = StudyStore(spec.store)
@@ -53,7 +53,7 @@ def train_lane_task(spec: StudySpec, lane: dict, log=print) -> PackSummary:
                              title=None if len(packs) == 1 else f"Lane {lane['lane']}")
     if failed:
         print(summary.markdown)
-        raise LaneFailed(f"{len(failed)} of {len(packs)} packs failed: {'; '.join(failed)}")
+        raise LaneFailedError(f"{len(failed)} of {len(packs)} packs failed: {'; '.join(failed)}")
     return summary
 
 
@@ -72,7 +72,7 @@ def _lane_pack(packs: list[PackSpec]) -> PackSpec:
 def train_experiment_lane(experiment, lane: dict) -> PackSummary:
     """An experiment's lane (``{"lane": K, "packs": [{"study", "pack"}, ...]}``): each
     study's packs as its own lane (``train_lane_task``), in the order they come; Metrics
-    names carry the study's label. Raises ``LaneFailed`` after the last study when any
+    names carry the study's label. Raises ``LaneFailedError`` after the last study when any
     pack failed."""
     by_study: dict[str, list[dict]] = {}
     for item in lane["packs"]:
@@ -81,12 +81,12 @@ def train_experiment_lane(experiment, lane: dict) -> PackSummary:
     for label, packs in by_study.items():
         try:
             shown = train_lane_task(experiment.study(label), {"lane": lane["lane"], "packs": packs})
-        except LaneFailed as error:
+        except LaneFailedError as error:
             failed.append(f"{label}: {error}")
             continue
         metrics.update({f"{label}_{name}": value for name, value in shown.metrics.items()})
         pages.append(f"## Study {label}\n\n{shown.markdown}")
         lines.append(f"{label}: {shown.line}")
     if failed:
-        raise LaneFailed("; ".join(failed))
+        raise LaneFailedError("; ".join(failed))
     return PackSummary(metrics, "\n".join(pages), " | ".join(lines))

@@ -58,3 +58,26 @@ def test_a_trial_resumed_from_its_checkpoint_is_an_event(tmp_path):
     events = TaskLog(str(path)).read()
     assert [(e.kind, e.task, e.detail) for e in events] == [
         ("task", "train-pack", ""), ("resumed", "train-pack", "16/3"), ("resumed", "train-pack", "128/1")]
+
+
+SUCCESS = "00:16:02.002 - INFO - Task \x1b[96m'{}'\x1b[0m finished with status \x1b[92mSUCCESS\x1b[0m\n"
+
+
+def test_a_lane_starting_while_another_runs_keeps_the_others_error(tmp_path):
+    """kfp.local runs a loop's iterations (a study's lanes) at once, their lines interleaved:
+    a lane that starts after another printed its error, and prints a warning of its own,
+    leaves the failed lane's reason as its error line (as a CI run of the failed-pack test
+    showed, when the reason came out as the other lane's ``warnings.warn(``)."""
+    path = tmp_path / "run.log"
+    path.write_text(START.format("train-pack")
+                    + "            FileExistsError: [Errno 17] File exists: '/s/128/2'\n"
+                    + "            LaneFailedError: 1 of 2 packs failed: b128-t2 (FileExistsError)\n"
+                    + START.format("train-pack")
+                    + "            /x/y.py:3: UserWarning: something\n            warnings.warn(\n"
+                    + FAILED.format("train-pack") + SUCCESS.format("train-pack")
+                    + "    ValueError: printed after both lanes finished\n"
+                    + START.format("aggregate") + FAILED.format("aggregate"))
+    events = [e for e in TaskLog(str(path)).read() if e.kind == "failed"]
+    assert [(e.task, e.detail) for e in events] == [
+        ("train-pack", "LaneFailedError: 1 of 2 packs failed: b128-t2 (FileExistsError)"),
+        ("aggregate", "")]  # nothing ran when it started: the lanes' lines are not its own
