@@ -246,6 +246,23 @@ def host_devices_flags(count: int) -> str:
             "--xla_cpu_collective_call_terminate_timeout_seconds=600")
 
 
+def host_devices_env(count: int) -> dict:
+    """Environment for a subprocess that sees ``count`` logical CPU devices: their
+    XLA_FLAGS (``host_devices_flags``) and ``NPROC``, which sizes XLA:CPU's runtime thread
+    pools (tsl ``DefaultThreadPoolSize``; the cores otherwise), to at least twice ``count``.
+
+    XLA:CPU runs both the launch of each device's share of a multi-device step and the
+    share itself on one pool of max(cores, devices) threads: 4 on this 2-core machine. A
+    launch waits, on its pool thread, while its device has 32 steps in flight; when the
+    host dispatches that far ahead (a loop of steps it does not wait on, on busy cores),
+    one blocked launch plus the other devices' shares of an all-reduce fill the 4 threads
+    and the last device's share never runs: a deadlock (gdb: 3 threads in the
+    all-reduce's rendezvous, the 4th in ``Semaphore::Acquire``). Twice ``count`` threads
+    leave room for one step's launches and one step's shares at once."""
+    return {"XLA_FLAGS": host_devices_flags(count),
+            "NPROC": str(max(os.cpu_count() or 1, 2 * count))}
+
+
 def trial_histories(store, spec, by_batch_size: bool = False) -> dict:
     """Each trial of ``spec`` (round 1) as the store holds it: (status, steps, stop reason,
     measurement rows without wall times): what a resumed or raced run must leave exactly as

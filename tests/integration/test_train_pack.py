@@ -16,7 +16,7 @@ from batchscale.training.evaluation_grid import evaluation_steps
 from batchscale.training.packs import run_pack
 from batchscale.training.step_timing import TIME_MIN_STEPS
 from batchscale.validation import parse_spec
-from tests.conftest import StopAfter, host_devices_flags, share_datasets, tiny_spec_dict
+from tests.conftest import StopAfter, host_devices_env, share_datasets, tiny_spec_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = """
@@ -137,7 +137,7 @@ def test_data_parallel_trial_matches_one_device(digits_store, tmp_path):
         raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32], max_steps=30,
                              goals=[{"metric": "classification_error", "value": 0.0}])
         env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
-               "XLA_FLAGS": host_devices_flags(devices)}
+               **host_devices_env(devices)}
         out = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(raw)], env=env, cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
@@ -182,24 +182,17 @@ def test_the_profile_over_device_counts(digits_store, tmp_path):
     process with XLA's threads), batch 32 is timed on every device count that divides it,
     through jax.sharding, once; on CPU devices a pack skips it unless told otherwise.
 
-    Its subprocess has hung now and then in full suite runs (XLA:CPU, 4 logical devices on
-    2 busy cores: 2 of 4 fresh-clone CI runs on 2026-11-27, once on 2026-11-26; 11 s when
-    it does not), in no other test. Not understood yet: after 120 s it prints its Python
-    stacks (faulthandler) and the test tries once more in a fresh store; two hangs in a
-    row fail it."""
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
-           "XLA_FLAGS": host_devices_flags(4)}
-    for attempt in (1, 2):  # each in a fresh store: a hung attempt may have stored some
-        root = str(tmp_path / f"p{attempt}")
-        os.makedirs(root)
-        share_datasets(digits_store, root)
-        raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32])
-        out = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, json.dumps(raw)], env=env,
-                             cwd=ROOT, capture_output=True, text=True, timeout=300)
-        hung = "Timeout (0:02:00)!" in out.stderr
-        if not hung or attempt == 2:
-            break
-        print(f"attempt 1 hung; its stacks:\n{out.stderr[-4000:]}")  # shown if the test fails
+    Its timing loop dispatches up to 300 all-reduce steps without waiting on them, which
+    on 2 busy cores deadlocked XLA:CPU's runtime pool of 4 threads (2 of 4 fresh-clone CI
+    runs on 2026-11-27); ``host_devices_env`` sizes that pool so it cannot. Should it
+    hang again, its Python stacks are printed after 120 s (faulthandler)."""
+    root = str(tmp_path / "p")
+    os.makedirs(root)
+    share_datasets(digits_store, root)
+    raw = tiny_spec_dict(root, name="tiny", batch_sizes=[32])
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT, **host_devices_env(4)}
+    out = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, json.dumps(raw)], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert [r["devices"] for r in result["first"]] == [1, 2, 4]
