@@ -239,9 +239,10 @@ def gcs_study(gcs_emulator):
 def host_devices_flags(count: int) -> str:
     """XLA_FLAGS for a subprocess that sees ``count`` logical CPU devices (data parallelism
     on this 2-core machine). XLA ends a CPU all-reduce whose threads do not all arrive
-    within 40 s with a fatal "Termination timeout" (SIGABRT); on 2 busy cores 4 device
-    threads can be starved that long (seen once in a full suite run, 2026-11-26), so the
-    tests allow 600 s: a real hang still ends at the test's own subprocess timeout."""
+    within 40 s with a fatal "Termination timeout" (SIGABRT), seen once in a full suite run
+    (2026-11-26), most likely the deadlock ``host_devices_env`` explains and prevents (use
+    it, not this alone); the tests allow 600 s: a real hang still ends at the test's own
+    subprocess timeout, with its stacks."""
     return (f"--xla_force_host_platform_device_count={count} "
             "--xla_cpu_collective_call_terminate_timeout_seconds=600")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import host_devices_flags
+from tests.conftest import host_devices_env
 from tests.unit.test_models import IMAGE_MODELS, LM_MODELS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -247,7 +247,7 @@ def distributed_run(norm, replicas, steps=3, global_batch=128):
 def run_probe(backend, cfg):
     """Run SCRIPT with ``cfg`` on ``backend`` with 4 logical CPU devices; its JSON report."""
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3",
-               XLA_FLAGS=host_devices_flags(4))
+               **host_devices_env(4))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(cfg)], check=False, cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=600)

@@ -27,7 +27,7 @@ from batchscale.store.checkpoints import checkpoint_path, read_checkpoint
 from batchscale.store.layout import StudyStore
 from batchscale.training.trainer import run_trial
 from batchscale.validation import parse_spec
-from tests.conftest import host_devices_flags, share_datasets, tiny_spec_dict
+from tests.conftest import host_devices_env, share_datasets, tiny_spec_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -120,7 +120,7 @@ def _start(spec, tmp_path, tag: str, **extra_env) -> list[subprocess.Popen]:
     children = []
     for process in (0, 1):
         env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT,
-               "XLA_FLAGS": host_devices_flags(2),
+               **host_devices_env(2),
                "WRITES_LOG": str(tmp_path / f"writes-{tag}-{process}.txt"),
                **{k: v.format(process) for k, v in extra_env.items()}}
         env.pop("BATCHSCALE_PROCESS_ID", None)
