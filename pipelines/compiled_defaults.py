@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import yaml
 
+from batchscale.pipelines.compiled_yaml import load_documents
+
 PARAMETER = "study_spec"
 
 
@@ -28,7 +30,7 @@ def keep_integer_defaults(path: str, default: dict, parameter: str = PARAMETER) 
         if line.lstrip("# ").startswith(f"{parameter}: dict [Default:"):
             line = f"#    {parameter}: dict [Default: {default!r}]"
         header.append(line)
-    docs = list(yaml.safe_load_all("\n".join(lines)))
+    docs = load_documents("\n".join(lines))
     docs[0]["root"]["inputDefinitions"]["parameters"][parameter]["defaultValue"] = default
     body = "---\n".join(yaml.safe_dump(doc, sort_keys=False, width=1000) for doc in docs)
     with open(path, "w") as fh:

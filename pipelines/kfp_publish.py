@@ -78,9 +78,9 @@ def _as_struct(value):
 def spec_forms(yaml_text: str) -> list:
     """The forms KFP may return a version's pipeline_spec in, for this YAML: the pipeline
     document alone, or ``{pipeline_spec, platform_spec}`` when a platform document follows."""
-    import yaml
+    from batchscale.pipelines.compiled_yaml import load_documents
 
-    docs = [d for d in yaml.safe_load_all(yaml_text) if d is not None]
+    docs = [d for d in load_documents(yaml_text) if d is not None]
     forms = [_as_struct(docs[0])]
     if len(docs) > 1:
         forms.append(_as_struct({"pipeline_spec": docs[0], "platform_spec": docs[1]}))

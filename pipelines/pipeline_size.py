@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import yaml
+from batchscale.pipelines.compiled_yaml import load_documents
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def size(path: str, items_per_loop=None) -> PipelineSize:
     runs ``items_per_loop`` items (a number, or a function of the loop's task in the IR;
     None: its ``parallelismLimit``, the bound of a loop over lanes)."""
     with open(path) as fh:
-        doc = next(d for d in yaml.safe_load_all(fh) if d and "components" in d)
+        doc = next(d for d in load_documents(fh) if d and "components" in d)
     components = doc["components"]
     if items_per_loop is None:
         count = lambda task: task["iteratorPolicy"]["parallelismLimit"]  # noqa: E731

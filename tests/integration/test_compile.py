@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from batchscale.cli.main import main
+from batchscale.pipelines.compiled_yaml import load_documents
 from batchscale.pipelines.placement import PRESETS, pack_size_for
 from batchscale.pipelines.study import PACK_RETRIES
 from batchscale.search.packs import make_packs
@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _compile(tmp_path, *flags):
     out = tmp_path / "pipeline.yaml"
     assert main(["compile", "--output", str(out), *flags]) == 0
-    return next(yaml.safe_load_all(out.read_text()))  # then the kubernetes platform spec
+    return load_documents(out.read_text())[0]  # then the kubernetes platform spec
 
 
 def _executor(doc, component_prefix):
@@ -89,7 +89,7 @@ def test_paper_scale_study_compiles_to_few_small_packs_with_faults_handled(tmp_p
     out = tmp_path / "paper.yaml"
     assert main(["compile", "--workload", "cifar_10/resnet_8", "--preset", preset,
                  "--output", str(out)]) == 0
-    doc, platform = yaml.safe_load_all(out.read_text())
+    doc, platform = load_documents(out.read_text())
     spec = parse_spec(doc["root"]["inputDefinitions"]["parameters"]["study_spec"]["defaultValue"])
     assert len(spec.batch_sizes) * spec.trials_per_batch_size == 1400
     size = pack_size_for(spec, preset)
@@ -164,7 +164,7 @@ def test_the_plan_pipeline_runs_the_probe_on_the_trainer_preset(tmp_path):
     out = tmp_path / "plan.yaml"
     assert main(["plan", "--workload", "cifar_10/resnet_8", "--compile", str(out),
                  "--preset", "nvidia-l4", "--pipeline-store", "gs://b/studies"]) == 0
-    doc, platform = yaml.safe_load_all(out.read_text())
+    doc, platform = load_documents(out.read_text())
     assert doc["pipelineInfo"]["name"] == plan_pipeline_name("nvidia-l4")
     tasks = doc["root"]["dag"]["tasks"]
     assert set(tasks) == {"prepare-data", "plan-study"}
@@ -190,7 +190,7 @@ def test_integers_stay_integers_in_the_compiled_default_spec(tmp_path):
         out = tmp_path / f"{command[0]}.yaml"
         assert main([*command, str(out), "--workload", "cifar_10/resnet_8"]) == 0
         text = out.read_text()
-        doc = next(yaml.safe_load_all(text))
+        doc = load_documents(text)[0]
         default = doc["root"]["inputDefinitions"]["parameters"]["study_spec"]["defaultValue"]
         ints = [*default["batch_sizes"], default["trials_per_batch_size"], default["seed"],
                 default["parallelism"], default["max_rounds"], *default["max_steps"].values(),
@@ -239,7 +239,7 @@ def test_a_paper_size_study_stays_small_on_a_cluster(tmp_path, preset, capsys):
                  "--trials", "100", "--pipeline-store", "gs://b/s", "--preset", preset,
                  "--output", str(out)]) == 0
     printed = capsys.readouterr().out
-    doc = next(yaml.safe_load_all(out.read_text()))
+    doc = load_documents(out.read_text())[0]
     loops = [t for c in doc["components"].values() for t in c.get("dag", {}).get("tasks", {}).values()
              if "parameterIterator" in t]
     assert [t["iteratorPolicy"]["parallelismLimit"] for t in loops] == [CLUSTER_PARALLELISM] * 3

@@ -13,6 +13,7 @@ import yaml
 
 from batchscale.cli.main import main as cli
 from batchscale.core.spec import StudySpec
+from batchscale.pipelines.compiled_yaml import load_documents
 from batchscale.pipelines.kfp_connect import ConnectOptions, connect, free_port
 from batchscale.pipelines.kfp_publish import submit, upload
 from batchscale.pipelines.study import compile_pipeline
@@ -61,7 +62,7 @@ def test_upload_creates_the_preset_pipeline_from_the_compiled_yaml(server, clien
     assert request["path"] == UPLOAD and request["query"]["name"] == "batchscale-study-nvidia-l4"
     content = request["body"]["uploadfile"]["content"]
     assert content == _compiled(tmp_path, spec)
-    pipeline_doc, platform_doc = yaml.safe_load_all(content)
+    pipeline_doc, platform_doc = load_documents(content)
     default = pipeline_doc["root"]["inputDefinitions"]["parameters"]["study_spec"]["defaultValue"]
     assert parse_spec(default) == spec
     assert "nvidia-l4" in yaml.safe_dump(platform_doc)  # the preset's node selector

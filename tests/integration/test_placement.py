@@ -6,10 +6,10 @@ import json
 import re
 
 import pytest
-import yaml
 
 from batchscale.cli.main import main
 from batchscale.core.images import IMAGE_NAMES, LIGHT, image_reference, read_images_file
+from batchscale.pipelines.compiled_yaml import load_documents
 from batchscale.pipelines.placement import GPU_RESOURCE, PRESETS, TPU_RESOURCE, multi_host_placement
 from batchscale.pipelines.study import compile_pipeline, pipeline_name
 from batchscale.validation import default_spec_dict, parse_spec
@@ -25,7 +25,7 @@ def _compiled(tmp_path, preset, images=None):
     path = compile_pipeline(spec, str(tmp_path / f"{preset}.yaml"), store_root="gs://b/p",
                             preset=preset, images=images)
     with open(path) as fh:
-        docs = list(yaml.safe_load_all(fh))
+        docs = load_documents(fh)
     return docs[0], (docs[1] if len(docs) > 1 else {})  # no platform spec without k8s settings
 
 
