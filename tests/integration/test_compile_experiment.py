@@ -6,6 +6,7 @@ one by one."""
 import yaml
 
 from batchscale.cli.main import main
+from batchscale.pipelines.compiled_yaml import load_documents
 from batchscale.validation.experiment_spec import parse_experiment
 from batchscale.validation.spec_files import load_spec_dict
 
@@ -20,7 +21,7 @@ def test_figure4_paper_compiles_to_one_pipeline_with_one_pool_per_round(tmp_path
     out = tmp_path / "experiment.yaml"
     assert main(["compile", "figure4_paper", "--output", str(out), "--preset", "nvidia-l4",
                  "--pipeline-store", "gs://my-bucket/x"]) == 0
-    doc = next(yaml.safe_load_all(out.read_text()))
+    doc = load_documents(out.read_text())[0]
     root, inner = _tasks(doc)
     assert "compare-experiment" in root  # the fan-in outside the handler: runs after failures
     assert root["compare-experiment"]["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"

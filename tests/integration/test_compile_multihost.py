@@ -5,11 +5,10 @@ the run stays small. The lanes are those the compiled pipeline's constants plan.
 
 import json
 
-import yaml
-
 from batchscale.cli.main import main
 from batchscale.core.presets import MIN_EXAMPLES_PER_CHIP
 from batchscale.kube.trainjob_manifest import job_name, trainjob
+from batchscale.pipelines.compiled_yaml import load_documents
 from batchscale.pipelines.pipeline_size import size
 from batchscale.rounds.stage_lanes import multi_host_rule, plan_lanes
 from batchscale.search.lanes import MULTI_HOST, ONE_POD
@@ -25,7 +24,7 @@ def _compiled(tmp_path):
                  "--batch-sizes", ",".join(map(str, BATCH_SIZES)), "--preset", "tpu-v5e-4x4",
                  "--pipeline-store", "gs://bucket/studies", "--queue", "tpu-queue",
                  "--output", str(out)]) == 0
-    docs = list(yaml.safe_load_all(out.read_text()))
+    docs = load_documents(out.read_text())
     return out, docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
 
 
@@ -89,7 +88,7 @@ def test_the_plan_pipeline_of_a_multi_host_preset_probes_on_its_one_host_sibling
     out = tmp_path / "plan.yaml"
     assert main(["plan", "--compile", str(out), "--preset", "tpu-v5e-4x4",
                  "--pipeline-store", "gs://bucket/studies"]) == 0
-    docs = list(yaml.safe_load_all(out.read_text()))
+    docs = load_documents(out.read_text())
     probe = docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-plan-study"]
     assert probe["nodeSelector"]["labels"]["cloud.google.com/gke-tpu-topology"] == "2x2"
     env = {e["name"]: e["value"] for e in

@@ -23,6 +23,7 @@ from batchscale.components.prepare_data import prepare_data
 from batchscale.core.errors import SpecError
 from batchscale.core.images import LIGHT, TRAINER_GPU, USER
 from batchscale.core.spec import DataFiles
+from batchscale.pipelines.compiled_yaml import load_documents
 from batchscale.pipelines.study import compile_pipeline
 from batchscale.validation import parse_spec
 from tests.conftest import tiny_spec_dict
@@ -48,7 +49,7 @@ def _images_file(tmp_path, *names: str) -> str:
 
 
 def _executors(path) -> dict:
-    doc = next(yaml.safe_load_all(open(path)))
+    doc = load_documents(open(path))[0]
     return doc, {name: e["container"] for name, e in doc["deploymentSpec"]["executors"].items()}
 
 

@@ -4,13 +4,13 @@ on the pod; the rest of a hardened pod (seccomp RuntimeDefault, no privilege esc
 capabilities dropped) is KFP 2.17's compiler's, not the pipeline's (docs/gke.md,
 "Hardened pods"). Compiled with the real KFP compiler; no cluster here."""
 
-import yaml
 
 from batchscale.cli.main import main
+from batchscale.pipelines.compiled_yaml import load_documents
 
 
 def _documents(path):
-    pipeline, platform = yaml.safe_load_all(path.read_text())
+    pipeline, platform = load_documents(path.read_text())
     return pipeline, platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
 
 
