@@ -208,7 +208,11 @@ def test_a_convolutional_pack_on_cpu_steps_once_per_call_and_matches_the_trial_t
         digits_store, tmp_path):
     """On a CPU, XLA runs convolutions inside a compiled loop 4-6x slower than outside
     (benchmarks/README.md), so a CNN pack takes one compiled call per step while an fc pack
-    loops in the graph; either way the trial reaches the per-trial trainer's result."""
+    loops in the graph; either way the trial reaches the per-trial trainer's result.
+
+    Evaluated at resolution 0.5 (steps 0, 1, 2, 3, 4, 6, 9, 13, 19, 28, 40): intervals of
+    up to 12 steps, so the pack takes several calls between evaluations (at the default
+    0.05 every interval up to 40 is one step, and each engine evaluated 41 times)."""
     from batchscale.search.trials import make_trials
     from batchscale.training.keras_setup import seed_keras
     from batchscale.training.trainer import run_trial
@@ -226,7 +230,8 @@ def test_a_convolutional_pack_on_cpu_steps_once_per_call_and_matches_the_trial_t
         os.makedirs(root)
         share_datasets(digits_store, root)
         spec = parse_spec(tiny_spec_dict(root, workload=workload, batch_sizes=[32],
-                                         trials_per_batch_size=1, max_steps=40))
+                                         trials_per_batch_size=1, max_steps=40,
+                                         evaluation={"resolution": 0.5, "train_examples": 500}))
         store = StudyStore(root)
         store.register_study(spec)
         [trial] = make_trials(spec)
@@ -238,7 +243,7 @@ def test_a_convolutional_pack_on_cpu_steps_once_per_call_and_matches_the_trial_t
     (meta, rows), (pack_meta, pack_rows) = done["trial"], done["pack"]
     assert pack_meta["trainer"] == "vmapped" and pack_meta["vmap_width"] == 1
     assert (pack_meta["status"], pack_meta["steps"]) == (meta["status"], meta["steps"])
-    assert [r["step"] for r in pack_rows] == [r["step"] for r in rows]
+    assert [r["step"] for r in pack_rows] == [r["step"] for r in rows] == evaluation_steps(40, 0.5)
     assert pack_rows[-1]["val/cross_entropy_error"] == pytest.approx(
         rows[-1]["val/cross_entropy_error"], rel=1e-3)
 

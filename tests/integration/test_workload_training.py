@@ -28,6 +28,7 @@ from tests.unit.test_fashion_mnist import debian_files
 
 tfds = pytest.importorskip("tensorflow_datasets")
 QUIET = lambda *_: None  # noqa: E731
+STEPS = 2  # see tiny_spec
 TINY_OPTIONS = {"imagenet": {"image_size": 32}, "open_images": {"image_size": 32},
                 "lm1b": {"train_length": 16}, "c4": {"train_length": 16}}
 
@@ -63,13 +64,18 @@ def stores(tmp_path_factory):
 
 
 def tiny_spec(defaults, root: str) -> StudySpec:
-    """The workload's defaults, with a batch of 8, 3 steps and a learning rate that
-    cannot diverge in 3 steps (a divergence would be data, but this tests training)."""
+    """The workload's defaults, with a batch of 8, 2 steps and a learning rate that
+    cannot diverge in 2 steps (a divergence would be data, but this tests training).
+
+    Two steps, not more: they are two fit calls (the compiling one and a later one, which
+    draws the next batch from the same input stream), evaluated before, between and
+    after (steps 0, 1, 2). Each further step cost one more evaluation of the whole
+    validation split, seconds for the large models, and passes through no new code."""
     spec = parse_spec({
         "name": f"tiny-{defaults.dataset}-{defaults.model}", "store": root,
         "workload": {"dataset": defaults.dataset, "model": defaults.model,
                      "options": TINY_OPTIONS.get(defaults.dataset, {})},
-        "batch_sizes": [8], "trials_per_batch_size": 1, "max_steps": 3,
+        "batch_sizes": [8], "trials_per_batch_size": 1, "max_steps": STEPS,
         "evaluation": {"resolution": 0.05, "train_examples": 8},
     })
     raw = spec.to_dict()
@@ -86,17 +92,17 @@ def test_workload_trains_through_its_pipeline(defaults, stores):
     trial = make_trials(spec)[0]
     meta = run_trial(spec, trial, store, log=QUIET)
 
-    assert meta["status"] == "COMPLETE" and meta["steps"] == 3
+    assert meta["status"] == "COMPLETE" and meta["steps"] == STEPS
     rows = store.read_measurements(spec, trial)
-    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert [r["step"] for r in rows] == list(range(STEPS + 1))
     metrics = get_dataset(defaults.dataset).metrics
     for row in rows:
         for split in ("train", "val"):
             for metric in metrics:
                 assert math.isfinite(row[f"{split}/{metric}"]), (split, metric, row)
     assert rows[-1]["train/cross_entropy_error"] != rows[0]["train/cross_entropy_error"]  # it trained
-    if defaults.schedule == "linear":  # decay over a fraction of the 3-step budget
-        assert 1 <= meta["trainer_parameters"]["decay_steps"] <= 3
+    if defaults.schedule == "linear":  # decay over a fraction of the step budget
+        assert 1 <= meta["trainer_parameters"]["decay_steps"] <= STEPS
 
 
 @pytest.mark.slow
